@@ -1,0 +1,28 @@
+/*
+ * algorithms.h - the algorithm registry: one row per schedule builder.
+ * Algorithms include only src/engine/sched.h (and patterns); never a
+ * transport, a socket or a thread.
+ */
+#ifndef COLL_ALGORITHMS_H_
+#define COLL_ALGORITHMS_H_
+
+#include "../src/engine/sched.h"
+
+typedef struct {
+  const char* name;      /* "ring", "chain", "p2p"... used by COLL_ALGO */
+  unsigned funcMask;     /* 1u << collFunc it can build */
+  collSchedBuildFn build;
+} collAlgo;
+
+/* NULL-terminated by a row with name == NULL. */
+extern const collAlgo collAlgoTable[];
+
+/* First algorithm that builds fn (optionally with the given name; NULL =
+ * default). NULL if none. */
+const collAlgo* collAlgoFind(collFunc fn, const char* name);
+
+/* Builders (one file each). */
+collResult_t collRingBuild(const collSchedArgs* a, collSched* s);  /* ring.c */
+collResult_t collChainBuild(const collSchedArgs* a, collSched* s); /* chain.c */
+
+#endif

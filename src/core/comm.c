@@ -1,0 +1,327 @@
+/*
+ * comm.c - communicator lifecycle: init (blocking or not), destroy, abort,
+ * async errors, and the registry that turns a destroyed handle into an error
+ * instead of a use-after-free.
+ */
+#include "core/comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "engine/engine.h"
+#include "misc/log.h"
+#include "misc/param.h"
+#include "transports/tcp/tcp.h"
+
+/* ---- registry of live communicators ---------------------------------- */
+static pthread_mutex_t collRegLock = PTHREAD_MUTEX_INITIALIZER;
+static collComm_t* collReg;
+static int collRegN, collRegCap;
+
+static int collRegAdd(collComm_t c) {
+  pthread_mutex_lock(&collRegLock);
+  if (collRegN == collRegCap) {
+    int ncap = collRegCap ? collRegCap * 2 : 16;
+    collComm_t* n = realloc(collReg, sizeof(*n) * (size_t)ncap);
+    if (!n) { pthread_mutex_unlock(&collRegLock); return -1; }
+    collReg = n;
+    collRegCap = ncap;
+  }
+  collReg[collRegN++] = c;
+  pthread_mutex_unlock(&collRegLock);
+  return 0;
+}
+
+static int collRegRemove(collComm_t c) {
+  int found = 0;
+  pthread_mutex_lock(&collRegLock);
+  for (int i = 0; i < collRegN; i++)
+    if (collReg[i] == c) { collReg[i] = collReg[--collRegN]; found = 1; break; }
+  pthread_mutex_unlock(&collRegLock);
+  return found;
+}
+
+static int collRegHas(collComm_t c) {
+  int found = 0;
+  pthread_mutex_lock(&collRegLock);
+  for (int i = 0; i < collRegN && !found; i++) found = collReg[i] == c;
+  pthread_mutex_unlock(&collRegLock);
+  return found;
+}
+
+collResult_t collCommCheck(collComm_t comm, const char* fn) {
+  if (!comm) return collSetError(collInvalidArgument, "%s: comm is NULL", fn);
+  if (!collRegHas(comm))
+    return collSetError(collInvalidUsage, "%s: communicator %p was destroyed or never created", fn, (void*)comm);
+  collResult_t e = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE);
+  if (e == collInProgress) return collSetError(collInvalidUsage, "%s: communicator is still initializing", fn);
+  if (e != collSuccess || comm->abortFlag)
+    return collSetError(e != collSuccess ? e : collInvalidUsage, "%s: communicator is aborted: %s", fn,
+                        comm->asyncMsg[0] ? comm->asyncMsg : "collCommAbort was called");
+  return collSuccess;
+}
+
+collResult_t collCommEnter(collComm_t comm, const char* fn) {
+  if (!comm) return collSetError(collInvalidArgument, "%s: comm is NULL", fn);
+  pthread_mutex_lock(&collRegLock);
+  int found = 0;
+  for (int i = 0; i < collRegN && !found; i++) found = collReg[i] == comm;
+  if (found) __atomic_add_fetch(&comm->activeCalls, 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_unlock(&collRegLock);
+  if (!found)
+    return collSetError(collInvalidUsage, "%s: communicator %p was destroyed or never created", fn, (void*)comm);
+  collResult_t r = collCommCheck(comm, fn);
+  if (r != collSuccess) collCommLeave(comm);
+  return r;
+}
+
+void collCommLeave(collComm_t comm) { __atomic_sub_fetch(&comm->activeCalls, 1, __ATOMIC_ACQ_REL); }
+
+const char* collCommPeerHost(collComm_t comm, int rank) {
+  if (!comm->peers || rank < 0 || rank >= comm->nranks) return "?";
+  return comm->peers[rank].host;
+}
+
+void collCommSetAsyncError(collComm_t comm, collResult_t r, const char* msg) {
+  collResult_t expect = collSuccess;
+  if (__atomic_compare_exchange_n(&comm->asyncError, &expect, r, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+    snprintf(comm->asyncMsg, sizeof comm->asyncMsg, "%s", msg ? msg : "");
+  __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
+}
+
+/* ---- init -------------------------------------------------------------- */
+static pthread_once_t collNetOnce = PTHREAD_ONCE_INIT;
+static collResult_t collNetInitResult;
+
+static void collNetLog(int level, const char* fmt, ...) {
+  (void)level;
+  (void)fmt;
+}
+
+static void collNetInitOnce(void) { collNetInitResult = collNetTcp.init(collNetLog); }
+
+static uint64_t collHostHash(void) {
+  char buf[256] = {0};
+  gethostname(buf, 128);
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    size_t l = strlen(buf);
+    if (!fgets(buf + l, (int)(sizeof buf - l), f)) buf[l] = 0;
+    fclose(f);
+  }
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (char* c = buf; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+  return h;
+}
+
+/* Everything after the arguments were checked; runs on the caller's thread or
+ * on the non-blocking init thread. */
+static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, const char* netName) {
+  collResult_t r;
+  if (netName && strcmp(netName, collNetTcp.name) != 0)
+    return collSetError(collInvalidArgument, "net \"%s\" is not available (COLL_NET / config.netName); have: tcp",
+                        netName);
+  pthread_once(&collNetOnce, collNetInitOnce);
+  if ((r = collNetInitResult) != collSuccess) return r;
+  comm->net = &collNetTcp;
+  comm->netDev = 0;
+  collPeerInfo* me;
+  comm->peers = calloc((size_t)comm->nranks, sizeof(collPeerInfo));
+  if (!comm->peers) return collSetError(collSystemError, "init: out of memory");
+  me = &comm->peers[comm->rank];
+  if ((r = comm->net->listen(comm->netDev, me->netHandle, &comm->listenComm)) != collSuccess) return r;
+  if ((r = collBootInit(&comm->boot, id, comm->rank, comm->nranks, &comm->abortFlag, comm->timeoutSec)) !=
+      collSuccess)
+    return r;
+  me->rank = comm->rank;
+  me->pid = (int32_t)getpid();
+  me->version = COLL_VERSION_CODE;
+  me->hostHash = collHostHash();
+  snprintf(me->host, sizeof me->host, "%s", collHostName());
+  if ((r = collBootAllGather(&comm->boot, comm->peers, sizeof(collPeerInfo))) != collSuccess) return r;
+  for (int i = 0; i < comm->nranks; i++)
+    if (comm->peers[i].version != COLL_VERSION_CODE || comm->peers[i].rank != i)
+      return collSetError(collInvalidUsage, "rank %d on %s runs coll version %u, this rank runs %d", i,
+                          comm->peers[i].host, comm->peers[i].version, COLL_VERSION_CODE);
+  comm->conns = calloc((size_t)comm->nchannels * (size_t)comm->nranks, sizeof(collConn));
+  comm->channels = calloc((size_t)comm->nchannels, sizeof(collChannel));
+  if (!comm->conns || !comm->channels) return collSetError(collSystemError, "init: out of memory");
+  comm->commHash = id->secret;
+  if (comm->rank == 0) collParamDump();
+  collNetProperties_t props;
+  comm->net->getProperties(comm->netDev, &props);
+  COLL_INFO(COLL_SUB_INIT, "rank %d/%d pid %d on %s: net %s device %s, %d channels, chunk %zu bytes, timeout %d s",
+            comm->rank, comm->nranks, (int)getpid(), collHostName(), comm->net->name, props.name, comm->nchannels,
+            comm->chunkBytes, comm->timeoutSec);
+  return collSuccess;
+}
+
+typedef struct {
+  collComm_t comm;
+  collBootId id;
+  const char* netName;
+} collInitJob;
+
+static void collCommFreeResources(collComm_t comm) {
+  collStreamsShutdown(comm);
+  collEngineFree(comm);
+  if (comm->listenComm) comm->net->closeListen(comm->listenComm);
+  collBootClose(&comm->boot);
+  free(comm->peers);
+  pthread_mutex_destroy(&comm->qlock);
+  pthread_cond_destroy(&comm->qcond);
+  pthread_cond_destroy(&comm->qdone);
+  comm->magic = COLL_COMM_DEAD;
+  free(comm);
+}
+
+static void* collInitThread(void* arg) {
+  collInitJob* j = arg;
+  collResult_t r = collCommInitBody(j->comm, &j->id, j->netName);
+  if (r == collSuccess) {
+    collResult_t expect = collInProgress;
+    __atomic_compare_exchange_n(&j->comm->asyncError, &expect, collSuccess, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+  } else {
+    __atomic_store_n(&j->comm->asyncError, collSuccess, __ATOMIC_RELEASE);
+    collCommSetAsyncError(j->comm, r, collLastErrorMessage());
+  }
+  __atomic_store_n(&j->comm->initRunning, 0, __ATOMIC_RELEASE);
+  free(j);
+  return NULL;
+}
+
+collResult_t collCommInitRankConfig(collComm_t* out, int nranks, collUniqueId commId, int rank, collConfig_t* config) {
+  collLogInit();
+  if (!out) return collSetError(collInvalidArgument, "collCommInitRank: comm is NULL");
+  *out = NULL;
+  if (nranks < 1 || nranks > 65536)
+    return collSetError(collInvalidArgument, "collCommInitRank: nranks %d is out of range [1, 65536]", nranks);
+  if (rank < 0 || rank >= nranks)
+    return collSetError(collInvalidArgument, "collCommInitRank: rank %d is out of range [0, %d)", rank, nranks);
+  if (config && (config->size != sizeof(collConfig_t) || config->magic != COLL_CONFIG_MAGIC))
+    return collSetError(collInvalidArgument,
+                        "collCommInitRankConfig: config was not initialized with COLL_CONFIG_INITIALIZER");
+  collBootId id;
+  memcpy(&id, commId.internal, sizeof id);
+  if (id.magic != COLL_BOOT_MAGIC)
+    return collSetError(collInvalidArgument, "collCommInitRank: commId is not a coll unique id (bad magic)");
+  int blocking = 1;
+  int timeout = (int)collParamInt(COLL_PARAM_TIMEOUT);
+  const char* netName = collParamStr(COLL_SPARAM_NET);
+  if (config) {
+    if (config->blocking != COLL_CONFIG_UNDEF) blocking = config->blocking;
+    if (config->timeoutSec != COLL_CONFIG_UNDEF) {
+      if (config->timeoutSec < 0)
+        return collSetError(collInvalidArgument, "collCommInitRankConfig: timeoutSec %d < 0", config->timeoutSec);
+      timeout = config->timeoutSec;
+    }
+    if (config->netName) netName = config->netName;
+  }
+  collComm_t comm = calloc(1, sizeof *comm);
+  if (!comm) return collSetError(collSystemError, "collCommInitRank: out of memory");
+  comm->magic = COLL_COMM_MAGIC;
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->timeoutSec = timeout;
+  comm->boot.nextFd = comm->boot.prevFd = -1;
+  int64_t nch = collParamInt(COLL_PARAM_NCHANNELS);
+  comm->nchannels = nch > COLL_MAX_CHANNELS ? COLL_MAX_CHANNELS : (int)nch;
+  comm->chunkBytes = (size_t)collParamInt(COLL_PARAM_CHUNKSIZE);
+  pthread_mutex_init(&comm->qlock, NULL);
+  pthread_cond_init(&comm->qcond, NULL);
+  pthread_cond_init(&comm->qdone, NULL);
+  if (collRegAdd(comm) != 0) {
+    free(comm);
+    return collSetError(collSystemError, "collCommInitRank: out of memory");
+  }
+  if (!blocking) {
+    collInitJob* j = malloc(sizeof *j);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    comm->asyncError = collInProgress;
+    comm->initRunning = 1;
+    if (j) *j = (collInitJob){comm, id, netName};
+    if (!j || pthread_create(&t, &attr, collInitThread, j) != 0) {
+      free(j);
+      pthread_attr_destroy(&attr);
+      collRegRemove(comm);
+      collCommFreeResources(comm);
+      return collSetError(collSystemError, "collCommInitRankConfig: cannot start the init thread");
+    }
+    pthread_attr_destroy(&attr);
+    *out = comm;
+    return collInProgress;
+  }
+  collResult_t r = collCommInitBody(comm, &id, netName);
+  if (r != collSuccess) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", collLastErrorMessage());
+    collRegRemove(comm);
+    collCommFreeResources(comm);
+    return collSetError(r, "%s", msg);
+  }
+  *out = comm;
+  return collSuccess;
+}
+
+collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId, int rank) {
+  return collCommInitRankConfig(comm, nranks, commId, rank, NULL);
+}
+
+/* ---- teardown ------------------------------------------------------------ */
+collResult_t collCommDestroy(collComm_t comm) {
+  if (!comm) return collSuccess;
+  if (!collRegHas(comm))
+    return collSetError(collInvalidUsage, "collCommDestroy: communicator %p was already destroyed", (void*)comm);
+  while (__atomic_load_n(&comm->initRunning, __ATOMIC_ACQUIRE)) usleep(1000);
+  if (!collRegRemove(comm))
+    return collSetError(collInvalidUsage, "collCommDestroy: communicator %p was already destroyed", (void*)comm);
+  collStreamsDrain(comm);
+  collCommFreeResources(comm);
+  return collSuccess;
+}
+
+collResult_t collCommAbort(collComm_t comm) {
+  if (!comm) return collSuccess;
+  if (!collRegHas(comm))
+    return collSetError(collInvalidUsage, "collCommAbort: communicator %p was already destroyed", (void*)comm);
+  collCommSetAsyncError(comm, collRemoteError, "collCommAbort was called");
+  /* Wake waiters, then wait until every thread inside the engine left it. */
+  pthread_mutex_lock(&comm->qlock);
+  pthread_cond_broadcast(&comm->qcond);
+  pthread_cond_broadcast(&comm->qdone);
+  pthread_mutex_unlock(&comm->qlock);
+  if (!collRegRemove(comm)) return collSuccess; /* another thread freed it */
+  while (__atomic_load_n(&comm->initRunning, __ATOMIC_ACQUIRE) || __atomic_load_n(&comm->activeCalls, __ATOMIC_ACQUIRE))
+    usleep(1000);
+  collCommFreeResources(comm);
+  return collSuccess;
+}
+
+collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError) {
+  if (!asyncError) return collSetError(collInvalidArgument, "collCommGetAsyncError: asyncError is NULL");
+  if (!comm) return collSetError(collInvalidArgument, "collCommGetAsyncError: comm is NULL");
+  if (!collRegHas(comm))
+    return collSetError(collInvalidUsage, "collCommGetAsyncError: communicator %p was destroyed", (void*)comm);
+  *asyncError = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE);
+  return collSuccess;
+}
+
+collResult_t collCommCount(const collComm_t comm, int* count) {
+  if (!count) return collSetError(collInvalidArgument, "collCommCount: count is NULL");
+  collResult_t r = collCommCheck(comm, "collCommCount");
+  if (r == collSuccess) *count = comm->nranks;
+  return r;
+}
+
+collResult_t collCommUserRank(const collComm_t comm, int* rank) {
+  if (!rank) return collSetError(collInvalidArgument, "collCommUserRank: rank is NULL");
+  collResult_t r = collCommCheck(comm, "collCommUserRank");
+  if (r == collSuccess) *rank = comm->rank;
+  return r;
+}

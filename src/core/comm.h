@@ -1,0 +1,105 @@
+/* comm.h - the communicator object shared by core, engine and streams. */
+#ifndef COLL_COMM_H_
+#define COLL_COMM_H_
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "bootstrap/bootstrap.h"
+#include "coll.h"
+#include "coll_net.h"
+#include "engine/sched.h"
+
+#define COLL_COMM_MAGIC 0xc011c033u
+#define COLL_COMM_DEAD 0xdeadc033u
+#define COLL_HOST_LEN 64
+#define COLL_MAX_CHANNELS 64
+
+typedef struct {
+  int32_t rank;
+  int32_t pid;
+  uint32_t version;
+  uint32_t pad;
+  uint64_t hostHash;
+  char host[COLL_HOST_LEN];
+  char netHandle[COLL_NET_HANDLE_BYTES];
+} collPeerInfo;
+
+typedef struct {
+  void* sendComm; /* to peer, this channel */
+  void* recvComm; /* from peer, this channel */
+} collConn;
+
+/* Per-channel engine memory, allocated on first use and kept. */
+typedef struct {
+  char* scratch;       /* schedule scratch blocks */
+  size_t scratchBytes;
+  char* staging;       /* RECV_REDUCE landing area */
+  size_t stagingBytes;
+  collSched sched;
+  void* stepState;     /* engine-private per-step state */
+  int stepStateCap;
+} collChannel;
+
+struct collStream;
+
+/* One queued unit of work for the progress thread (a group's operations). */
+typedef struct collWork {
+  struct collWork* next;
+  struct collStream* stream;
+  int nops;
+  struct collOp* ops;
+} collWork;
+
+struct collComm {
+  uint32_t magic;
+  int rank, nranks;
+  uint64_t commHash;
+  collBootstrap boot;
+  collPeerInfo* peers;
+  const collNet_v1_t* net;
+  int netDev;
+  void* listenComm;
+  int nchannels;
+  collConn* conns; /* [nchannels * nranks] */
+  collChannel* channels;
+  int timeoutSec;
+  size_t chunkBytes;
+  volatile int abortFlag;
+  collResult_t asyncError; /* atomic */
+  char asyncMsg[512];
+  uint64_t opCount;
+  int initRunning;  /* non-blocking init thread still working (atomic) */
+  int activeCalls;  /* threads inside API calls on this comm (atomic) */
+  char barrierBuf[2];
+
+  /* progress thread and its queue (created with the first stream) */
+  pthread_mutex_t qlock;
+  pthread_cond_t qcond;     /* work arrived / state changed */
+  pthread_cond_t qdone;     /* a work item finished */
+  collWork *qhead, *qtail;
+  int qbusy;                /* items queued or running */
+  int threadStarted, stopping;
+  pthread_t progress;
+};
+
+struct collStream {
+  collComm_t comm;
+  uint32_t magic;
+  int pending;        /* guarded by comm->qlock */
+  collResult_t error; /* first error, guarded by comm->qlock */
+};
+#define COLL_STREAM_MAGIC 0xc0115eeau
+
+/* Records an asynchronous error once (first wins) and aborts the comm. */
+void collCommSetAsyncError(collComm_t comm, collResult_t r, const char* msg);
+/* Validates a communicator handle; names `fn` in the error. */
+collResult_t collCommCheck(collComm_t comm, const char* fn);
+/* collCommCheck plus activeCalls++ (atomically with the registry lookup, so
+ * collCommAbort on another thread waits for this call to leave). */
+collResult_t collCommEnter(collComm_t comm, const char* fn);
+void collCommLeave(collComm_t comm);
+/* Host name of a rank, for messages. */
+const char* collCommPeerHost(collComm_t comm, int rank);
+
+#endif

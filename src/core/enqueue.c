@@ -1,0 +1,199 @@
+/*
+ * enqueue.c - the collective and point-to-point entry points: argument
+ * checks (each failure names the argument and its value), group handling,
+ * and hand-off to collSubmit.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "misc/log.h"
+#include "reduce/reduce.h"
+#include "tuner/tuner.h"
+
+/* ---- groups (thread-local) --------------------------------------------- */
+typedef struct {
+  collComm_t comm;
+  collStream_t stream;
+  collOp op;
+} collGroupItem;
+
+static _Thread_local int collGroupDepth;
+static _Thread_local collGroupItem* collGroupItems;
+static _Thread_local int collGroupN, collGroupCap;
+static _Thread_local collResult_t collGroupError;
+
+collResult_t collGroupStart(void) {
+  if (collGroupDepth == 0) collGroupError = collSuccess;
+  collGroupDepth++;
+  return collSuccess;
+}
+
+static collResult_t collGroupAdd(collComm_t comm, collStream_t stream, const collOp* op) {
+  if (collGroupN == collGroupCap) {
+    int ncap = collGroupCap ? collGroupCap * 2 : 16;
+    collGroupItem* n = realloc(collGroupItems, sizeof(*n) * (size_t)ncap);
+    if (!n) return collSetError(collSystemError, "collGroupEnd: out of memory");
+    collGroupItems = n;
+    collGroupCap = ncap;
+  }
+  collGroupItems[collGroupN++] = (collGroupItem){comm, stream, *op};
+  return collSuccess;
+}
+
+/* Launches the group's operations: per communicator (in order of first use),
+ * its operations in issue order, all on the first operation's stream. */
+collResult_t collGroupEnd(void) {
+  if (collGroupDepth == 0)
+    return collSetError(collInvalidUsage, "collGroupEnd: no matching collGroupStart on this thread");
+  if (--collGroupDepth > 0) return collSuccess;
+  collResult_t result = collGroupError;
+  collOp* ops = malloc(sizeof(collOp) * (size_t)(collGroupN ? collGroupN : 1));
+  if (!ops) result = collSetError(collSystemError, "collGroupEnd: out of memory");
+  for (int i = 0; i < collGroupN && result == collSuccess; i++) {
+    collComm_t comm = collGroupItems[i].comm;
+    if (!comm) continue;
+    collStream_t stream = collGroupItems[i].stream;
+    int n = 0;
+    for (int j = i; j < collGroupN; j++) {
+      if (collGroupItems[j].comm != comm) continue;
+      if (collGroupItems[j].stream != stream) {
+        result = collSetError(collInvalidUsage, "collGroupEnd: operations of one communicator use different streams");
+        break;
+      }
+      ops[n++] = collGroupItems[j].op;
+      collGroupItems[j].comm = NULL;
+    }
+    if (result != collSuccess) break;
+    result = collCommEnter(comm, "collGroupEnd");
+    if (result != collSuccess) break;
+    result = collSubmit(comm, stream, ops, n);
+    collCommLeave(comm);
+  }
+  free(ops);
+  collGroupN = 0;
+  return result;
+}
+
+/* ---- argument checks ----------------------------------------------------- */
+static collResult_t collCheckType(collDataType_t t, const char* fn) {
+  if ((int)t < 0 || t >= collNumTypes)
+    return collSetError(collInvalidArgument, "%s: datatype %d is not a collDataType_t", fn, (int)t);
+  return collSuccess;
+}
+
+static collResult_t collCheckOp(collRedOp_t op, const char* fn) {
+  if ((int)op < 0 || op >= collNumOps)
+    return collSetError(collInvalidArgument, "%s: op %d is not a collRedOp_t", fn, (int)op);
+  return collSuccess;
+}
+
+static collResult_t collCheckBuf(const void* p, size_t count, size_t mult, collDataType_t t, const char* name,
+                                 const char* fn) {
+  size_t es = collTypeSize(t);
+  if (count > SIZE_MAX / es / (mult ? mult : 1))
+    return collSetError(collInvalidArgument, "%s: count %zu x %zu x %zu-byte elements overflows size_t", fn, count,
+                        mult, es);
+  if (!p && count > 0) return collSetError(collInvalidArgument, "%s: %s is NULL with count %zu", fn, name, count);
+  return collSuccess;
+}
+
+static collResult_t collCheckRank(collComm_t comm, int r, const char* what, const char* fn) {
+  if (r < 0 || r >= comm->nranks)
+    return collSetError(collInvalidArgument, "%s: %s %d is out of range [0, %d)", fn, what, r, comm->nranks);
+  return collSuccess;
+}
+
+static collResult_t collCheckStream(collComm_t comm, collStream_t s, const char* fn) {
+  if (!s) return collSuccess;
+  if (s->magic != COLL_STREAM_MAGIC) return collSetError(collInvalidArgument, "%s: stream is not a coll stream", fn);
+  if (s->comm != comm) return collSetError(collInvalidUsage, "%s: stream belongs to another communicator", fn);
+  return collSuccess;
+}
+
+/* Checks the common arguments, then runs or groups op. */
+static collResult_t collIssue(collComm_t comm, collStream_t stream, collOp* op, const char* fn, size_t sendMult,
+                              size_t recvMult, int needsOp, int recvOnRootOnly) {
+  collClearError();
+  collResult_t r = collCommEnter(comm, fn);
+  if (r != collSuccess) return r;
+  if ((r = collCheckType(op->dtype, fn)) || (needsOp && (r = collCheckOp(op->op, fn))) ||
+      (r = collCheckStream(comm, stream, fn)))
+    goto out;
+  if ((op->fn == COLL_FN_BROADCAST || op->fn == COLL_FN_REDUCE) && (r = collCheckRank(comm, op->root, "root", fn)))
+    goto out;
+  if ((op->fn == COLL_FN_SEND || op->fn == COLL_FN_RECV) && (r = collCheckRank(comm, op->peer, "peer", fn))) goto out;
+  int sendUsed = sendMult && (op->fn != COLL_FN_BROADCAST || comm->rank == op->root);
+  int recvUsed = recvMult && (!recvOnRootOnly || comm->rank == op->root);
+  if ((r = collCheckBuf(sendUsed ? op->sendbuff : "", op->count, sendMult, op->dtype, "sendbuff", fn)) ||
+      (r = collCheckBuf(recvUsed ? op->recvbuff : "", op->count, recvMult, op->dtype, "recvbuff", fn)))
+    goto out;
+  if (collGroupDepth > 0) {
+    collCommLeave(comm);
+    return collGroupAdd(comm, stream, op);
+  }
+  r = collSubmit(comm, stream, op, 1);
+out:
+  collCommLeave(comm);
+  return r;
+}
+
+static size_t collNranksOf(collComm_t comm) {
+  return comm && collCommCheck(comm, "") == collSuccess ? (size_t)comm->nranks : 1;
+}
+
+collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                           collRedOp_t op, collComm_t comm, collStream_t stream) {
+  collOp o = {COLL_FN_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, 0, collAlgoOverride(COLL_FN_ALLREDUCE)};
+  return collIssue(comm, stream, &o, "collAllReduce", 1, 1, 1, 0);
+}
+
+collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
+                           collComm_t comm, collStream_t stream) {
+  collOp o = {COLL_FN_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, collSum, 0, 0,
+              collAlgoOverride(COLL_FN_ALLGATHER)};
+  return collIssue(comm, stream, &o, "collAllGather", 1, collNranksOf(comm), 0, 0);
+}
+
+collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
+                               collRedOp_t op, collComm_t comm, collStream_t stream) {
+  collOp o = {COLL_FN_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0, 0,
+              collAlgoOverride(COLL_FN_REDUCESCATTER)};
+  return collIssue(comm, stream, &o, "collReduceScatter", collNranksOf(comm), 1, 1, 0);
+}
+
+collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                           collComm_t comm, collStream_t stream) {
+  collOp o = {COLL_FN_BROADCAST, sendbuff, recvbuff, count, datatype, collSum, root, 0,
+              collAlgoOverride(COLL_FN_BROADCAST)};
+  return collIssue(comm, stream, &o, "collBroadcast", 1, 1, 0, 0);
+}
+
+collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
+                        int root, collComm_t comm, collStream_t stream) {
+  collOp o = {COLL_FN_REDUCE, sendbuff, recvbuff, count, datatype, op, root, 0, collAlgoOverride(COLL_FN_REDUCE)};
+  return collIssue(comm, stream, &o, "collReduce", 1, 1, 1, 1);
+}
+
+collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
+                      collStream_t stream) {
+  collOp o = {COLL_FN_SEND, sendbuff, NULL, count, datatype, collSum, 0, peer, NULL};
+  return collIssue(comm, stream, &o, "collSend", 1, 0, 0, 0);
+}
+
+collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
+                      collStream_t stream) {
+  collOp o = {COLL_FN_RECV, NULL, recvbuff, count, datatype, collSum, 0, peer, NULL};
+  return collIssue(comm, stream, &o, "collRecv", 0, 1, 0, 0);
+}
+
+collResult_t collBarrier(collComm_t comm, collStream_t stream) {
+  collOp o = {COLL_FN_ALLREDUCE, NULL, NULL, 1, collUint8, collMax, 0, 0, NULL};
+  if (comm && collCommCheck(comm, "collBarrier") == collSuccess) {
+    o.sendbuff = &comm->barrierBuf[0];
+    o.recvbuff = &comm->barrierBuf[1];
+  }
+  return collIssue(comm, stream, &o, "collBarrier", 1, 1, 1, 0);
+}

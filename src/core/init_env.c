@@ -1,0 +1,173 @@
+/*
+ * init_env.c - ways to create communicators: collGetUniqueId,
+ * collCommInitAll (ranks as threads) and collCommInitFromEnv (launchers).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "misc/log.h"
+#include "misc/param.h"
+
+collResult_t collUniqueIdAt(collUniqueId* uid, const collSockAddr* addr, uint64_t secret, int bindAny) {
+  memset(uid, 0, sizeof *uid);
+  collBootId id;
+  collResult_t r = collBootCreateRoot(&id, addr, secret, bindAny);
+  if (r == collSuccess) memcpy(uid->internal, &id, sizeof id);
+  return r;
+}
+
+collResult_t collGetUniqueId(collUniqueId* uid) {
+  collLogInit();
+  if (!uid) return collSetError(collInvalidArgument, "collGetUniqueId: uniqueId is NULL");
+  collSockAddr addr;
+  const char* commId = collParamStr(COLL_SPARAM_COMM_ID);
+  collResult_t r;
+  if (commId) {
+    if ((r = collSocketParseAddr(commId, &addr)) != collSuccess)
+      return collSetError(r, "COLL_COMM_ID=%s is not host:port", commId);
+    return collUniqueIdAt(uid, &addr, 0, 1);
+  }
+  char ifname[64];
+  if ((r = collSocketFindInterface(&addr, ifname, sizeof ifname)) != collSuccess) return r;
+  return collUniqueIdAt(uid, &addr, 0, 0);
+}
+
+/* ---- collCommInitAll ------------------------------------------------------ */
+typedef struct {
+  collComm_t* comm;
+  collUniqueId id;
+  int nranks, rank;
+  collResult_t result;
+  char msg[512];
+} collInitAllArg;
+
+static void* collInitAllThread(void* p) {
+  collInitAllArg* a = p;
+  a->result = collCommInitRank(a->comm, a->nranks, a->id, a->rank);
+  if (a->result != collSuccess) snprintf(a->msg, sizeof a->msg, "%s", collLastErrorMessage());
+  return NULL;
+}
+
+collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* devlist) {
+  (void)devlist;
+  if (!comms) return collSetError(collInvalidArgument, "collCommInitAll: comms is NULL");
+  if (ndev < 1) return collSetError(collInvalidArgument, "collCommInitAll: ndev %d < 1", ndev);
+  collUniqueId id;
+  collResult_t r = collGetUniqueId(&id);
+  if (r != collSuccess) return r;
+  collInitAllArg* args = calloc((size_t)ndev, sizeof *args);
+  pthread_t* th = calloc((size_t)ndev, sizeof *th);
+  if (!args || !th) {
+    free(args);
+    free(th);
+    return collSetError(collSystemError, "collCommInitAll: out of memory");
+  }
+  int started = 0;
+  for (int i = 0; i < ndev; i++) {
+    comms[i] = NULL;
+    args[i] = (collInitAllArg){&comms[i], id, ndev, i, collSuccess, ""};
+    if (pthread_create(&th[i], NULL, collInitAllThread, &args[i]) != 0) {
+      r = collSetError(collSystemError, "collCommInitAll: cannot start thread %d", i);
+      break;
+    }
+    started++;
+  }
+  for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < started && r == collSuccess; i++)
+    if (args[i].result != collSuccess) r = collSetError(args[i].result, "collCommInitAll: rank %d: %s", i, args[i].msg);
+  if (r != collSuccess || started < ndev)
+    for (int i = 0; i < started; i++) {
+      collCommAbort(comms[i]);
+      comms[i] = NULL;
+    }
+  free(args);
+  free(th);
+  return r;
+}
+
+/* ---- collCommInitFromEnv -------------------------------------------------- */
+static int collEnvInt(const char* name, int* out) {
+  const char* s = getenv(name);
+  if (!s || !*s) return 0;
+  char* end;
+  long v = strtol(s, &end, 10);
+  if (*end || v < 0 || v > 1 << 20) return -1;
+  *out = (int)v;
+  return 1;
+}
+
+static uint64_t collFnv(const char* s, uint64_t h) {
+  for (; s && *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+  return h;
+}
+
+collResult_t collCommInitFromEnv(collComm_t* comm, collConfig_t* config) {
+  collLogInit();
+  if (!comm) return collSetError(collInvalidArgument, "collCommInitFromEnv: comm is NULL");
+  static const char* pairs[][3] = {{"RANK", "WORLD_SIZE", "torchrun"},
+                                   {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI"},
+                                   {"PMI_RANK", "PMI_SIZE", "PMI (MPICH/Hydra)"},
+                                   {"SLURM_PROCID", "SLURM_NTASKS", "Slurm"}};
+  int rank = -1, size = -1, which = -1;
+  for (int i = 0; i < 4 && which < 0; i++) {
+    int a = collEnvInt(pairs[i][0], &rank), b = collEnvInt(pairs[i][1], &size);
+    if (a < 0 || b < 0)
+      return collSetError(collInvalidArgument, "collCommInitFromEnv: %s=%s / %s=%s are not integers", pairs[i][0],
+                          getenv(pairs[i][0]), pairs[i][1], getenv(pairs[i][1]) ? getenv(pairs[i][1]) : "");
+    if (a && b) which = i;
+  }
+  if (which < 0)
+    return collSetError(collInvalidUsage,
+                        "collCommInitFromEnv: no launcher variables (RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/_SIZE, "
+                        "PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS)");
+  /* Rendezvous: COLL_COMM_ID, else MASTER_ADDR:MASTER_PORT+1 (torch's store
+   * owns MASTER_PORT), else, when the launcher says every rank is on this
+   * node, a loopback port derived from the launcher's job id. */
+  char hostport[300] = "";
+  const char* commId = collParamStr(COLL_SPARAM_COMM_ID);
+  const char* maddr = getenv("MASTER_ADDR");
+  const char* mport = getenv("MASTER_PORT");
+  const char* job = getenv("PMIX_NAMESPACE");
+  if (!job) job = getenv("OMPI_MCA_ess_base_jobid");
+  if (!job) job = getenv("PMI_ID") ? getenv("PMI_KVSNAME") : NULL;
+  if (!job) job = getenv("SLURM_JOB_ID");
+  if (!job) job = getenv("TORCHELASTIC_RUN_ID");
+  int localSize = -1;
+  if (collEnvInt("OMPI_COMM_WORLD_LOCAL_SIZE", &localSize) <= 0 && collEnvInt("MPI_LOCALNRANKS", &localSize) <= 0 &&
+      collEnvInt("LOCAL_WORLD_SIZE", &localSize) <= 0)
+    localSize = -1;
+  if (commId) {
+    snprintf(hostport, sizeof hostport, "%s", commId);
+  } else if (maddr && mport) {
+    int p = atoi(mport);
+    if (p <= 0 || p >= 65535) return collSetError(collInvalidArgument, "MASTER_PORT=%s is not a port", mport);
+    snprintf(hostport, sizeof hostport, strchr(maddr, ':') ? "[%s]:%d" : "%s:%d", maddr, p + 1);
+  } else if (localSize == size && job) {
+    snprintf(hostport, sizeof hostport, "127.0.0.1:%d", (int)(20000 + collFnv(job, 1469598103934665603ull) % 30000));
+  } else {
+    return collSetError(collInvalidUsage,
+                        "collCommInitFromEnv: %s launched %d ranks but no rendezvous address: set COLL_COMM_ID=host:port "
+                        "or MASTER_ADDR/MASTER_PORT",
+                        pairs[which][2], size);
+  }
+  collSockAddr addr;
+  collResult_t r = collSocketParseAddr(hostport, &addr);
+  if (r != collSuccess) return collSetError(r, "collCommInitFromEnv: rendezvous %s is not host:port", hostport);
+  /* Every rank derives the same secret from the job; rank 0 hosts the root. */
+  uint64_t secret = collFnv(hostport, collFnv(job, 1469598103934665603ull)) | 1;
+  collUniqueId uid;
+  if (rank == 0) {
+    if ((r = collUniqueIdAt(&uid, &addr, secret, 1)) != collSuccess)
+      return collSetError(r, "collCommInitFromEnv: rank 0 cannot listen on %s: %s", hostport, collLastErrorMessage());
+  } else {
+    collBootId id = {COLL_BOOT_MAGIC, COLL_VERSION_CODE, secret, addr};
+    memset(&uid, 0, sizeof uid);
+    memcpy(uid.internal, &id, sizeof id);
+  }
+  COLL_INFO(COLL_SUB_INIT, "collCommInitFromEnv: %s rank %d of %d, rendezvous %s", pairs[which][2], rank, size,
+            hostport);
+  return collCommInitRankConfig(comm, size, uid, rank, config);
+}

@@ -1,0 +1,137 @@
+/*
+ * stream.c - streams (completion domains) and the communicator's progress
+ * thread. Work issued on a stream is queued and run in issue order by one
+ * progress thread per communicator, which sleeps on a condition variable
+ * when idle. A NULL stream runs the work on the caller's thread once the
+ * queue is empty, so small blocking calls pay no thread hand-off.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "misc/log.h"
+
+static void* collProgressThread(void* arg) {
+  collComm_t comm = arg;
+  pthread_mutex_lock(&comm->qlock);
+  for (;;) {
+    while (!comm->qhead && !comm->stopping) pthread_cond_wait(&comm->qcond, &comm->qlock);
+    if (!comm->qhead) break;
+    collWork* w = comm->qhead;
+    comm->qhead = w->next;
+    if (!comm->qhead) comm->qtail = NULL;
+    pthread_mutex_unlock(&comm->qlock);
+    collResult_t r = collEngineRun(comm, w->ops, w->nops);
+    pthread_mutex_lock(&comm->qlock);
+    if (r != collSuccess && w->stream->error == collSuccess) w->stream->error = r;
+    w->stream->pending--;
+    comm->qbusy--;
+    pthread_cond_broadcast(&comm->qdone);
+    free(w->ops);
+    free(w);
+  }
+  pthread_mutex_unlock(&comm->qlock);
+  return NULL;
+}
+
+collResult_t collSubmit(collComm_t comm, collStream_t stream, const collOp* ops, int nops) {
+  if (!stream) {
+    collStreamsDrain(comm);
+    return collEngineRun(comm, ops, nops);
+  }
+  collWork* w = calloc(1, sizeof *w);
+  collOp* copy = malloc(sizeof(collOp) * (size_t)nops);
+  if (!w || !copy) {
+    free(w);
+    free(copy);
+    return collSetError(collSystemError, "out of memory queueing an operation");
+  }
+  memcpy(copy, ops, sizeof(collOp) * (size_t)nops);
+  w->ops = copy;
+  w->nops = nops;
+  w->stream = stream;
+  pthread_mutex_lock(&comm->qlock);
+  if (!comm->threadStarted) {
+    if (pthread_create(&comm->progress, NULL, collProgressThread, comm) != 0) {
+      pthread_mutex_unlock(&comm->qlock);
+      free(copy);
+      free(w);
+      return collSetError(collSystemError, "cannot start the progress thread");
+    }
+    comm->threadStarted = 1;
+  }
+  if (comm->qtail) comm->qtail->next = w;
+  else comm->qhead = w;
+  comm->qtail = w;
+  comm->qbusy++;
+  stream->pending++;
+  pthread_cond_signal(&comm->qcond);
+  pthread_mutex_unlock(&comm->qlock);
+  return collSuccess;
+}
+
+void collStreamsDrain(collComm_t comm) {
+  pthread_mutex_lock(&comm->qlock);
+  while (comm->qbusy > 0) pthread_cond_wait(&comm->qdone, &comm->qlock);
+  pthread_mutex_unlock(&comm->qlock);
+}
+
+void collStreamsShutdown(collComm_t comm) {
+  pthread_mutex_lock(&comm->qlock);
+  comm->stopping = 1;
+  pthread_cond_broadcast(&comm->qcond);
+  int started = comm->threadStarted;
+  comm->threadStarted = 0;
+  pthread_mutex_unlock(&comm->qlock);
+  if (started) pthread_join(comm->progress, NULL);
+}
+
+collResult_t collStreamCreate(collComm_t comm, collStream_t* stream) {
+  if (!stream) return collSetError(collInvalidArgument, "collStreamCreate: stream is NULL");
+  *stream = NULL;
+  collResult_t r = collCommEnter(comm, "collStreamCreate");
+  if (r != collSuccess) return r;
+  collStream_t s = calloc(1, sizeof *s);
+  if (!s) r = collSetError(collSystemError, "collStreamCreate: out of memory");
+  else {
+    s->comm = comm;
+    s->magic = COLL_STREAM_MAGIC;
+    *stream = s;
+  }
+  collCommLeave(comm);
+  return r;
+}
+
+/* Waits for the stream; returns its first error (without clearing it). */
+collResult_t collStreamSynchronize(collStream_t s) {
+  if (!s || s->magic != COLL_STREAM_MAGIC)
+    return collSetError(collInvalidArgument, "collStreamSynchronize: stream is NULL or not a coll stream");
+  collComm_t comm = s->comm;
+  pthread_mutex_lock(&comm->qlock);
+  while (s->pending > 0) pthread_cond_wait(&comm->qdone, &comm->qlock);
+  collResult_t r = s->error;
+  pthread_mutex_unlock(&comm->qlock);
+  if (r != collSuccess)
+    return collSetError(r, "an operation on this stream failed: %s",
+                        comm->asyncMsg[0] ? comm->asyncMsg : collGetErrorString(r));
+  return collSuccess;
+}
+
+collResult_t collStreamQuery(collStream_t s) {
+  if (!s || s->magic != COLL_STREAM_MAGIC)
+    return collSetError(collInvalidArgument, "collStreamQuery: stream is NULL or not a coll stream");
+  pthread_mutex_lock(&s->comm->qlock);
+  collResult_t r = s->error != collSuccess ? s->error : (s->pending > 0 ? collInProgress : collSuccess);
+  pthread_mutex_unlock(&s->comm->qlock);
+  return r;
+}
+
+collResult_t collStreamDestroy(collStream_t s) {
+  if (!s) return collSuccess;
+  if (s->magic != COLL_STREAM_MAGIC)
+    return collSetError(collInvalidArgument, "collStreamDestroy: not a coll stream (destroyed twice?)");
+  collResult_t r = collStreamSynchronize(s);
+  s->magic = 0;
+  free(s);
+  return r;
+}

@@ -1,0 +1,132 @@
+/*
+ * conn.c - lazy connection setup between ranks, one connection per (peer,
+ * channel, direction). The sender connects to the receiver's listener (its
+ * handle came with the peer info at init) and sends a hello {magic, secret,
+ * rank, channel}; the receiver accepts, checks the secret, and files the
+ * connection under the rank and channel it names, so connections may arrive
+ * in any order. Senders never wait on their peer, so ranks that connect all
+ * their sends before accepting their receives cannot deadlock.
+ */
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "misc/log.h"
+#include "misc/socket.h"
+
+#define COLL_CONN_MAGIC 0xc011c044u
+
+typedef struct {
+  uint32_t magic;
+  int32_t rank;
+  int32_t channel;
+  int32_t pad;
+  uint64_t secret;
+} collConnHello;
+
+/* Waits for one transport request with the comm's deadline and abort flag. */
+static collResult_t collConnWait(collComm_t comm, void* req, size_t* size, double deadline) {
+  int done = 0;
+  while (!done) {
+    collResult_t r = comm->net->test(req, &done, size);
+    if (r != collSuccess) return r;
+    if (comm->abortFlag) return collSetError(collRemoteError, "communicator aborted");
+    if (deadline > 0 && collTimeNow() > deadline) return collSetError(collTimeout, "connection handshake timed out");
+  }
+  return collSuccess;
+}
+
+static double collConnDeadline(collComm_t comm) {
+  return comm->timeoutSec > 0 ? collTimeNow() + comm->timeoutSec : 0;
+}
+
+collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** out) {
+  collConn* c = &comm->conns[channel * comm->nranks + peer];
+  if (c->sendComm) { *out = c->sendComm; return collSuccess; }
+  double deadline = collConnDeadline(comm);
+  void* sc = NULL;
+  while (!sc) {
+    collResult_t r = comm->net->connect(comm->netDev, comm->peers[peer].netHandle, &sc);
+    if (r != collSuccess)
+      return collSetError(r, "rank %d: cannot connect to rank %d on %s (channel %d): %s", comm->rank, peer,
+                          comm->peers[peer].host, channel, collLastErrorMessage());
+    if (comm->abortFlag) return collSetError(collRemoteError, "communicator aborted");
+    if (!sc && deadline > 0 && collTimeNow() > deadline)
+      return collSetError(collTimeout, "rank %d: connecting to rank %d timed out", comm->rank, peer);
+  }
+  collConnHello h = {COLL_CONN_MAGIC, comm->rank, channel, 0, comm->boot.secret};
+  void* req = NULL;
+  collResult_t r = collSuccess;
+  while (!req && r == collSuccess) r = comm->net->isend(sc, &h, sizeof h, NULL, &req);
+  size_t sz;
+  if (r == collSuccess) r = collConnWait(comm, req, &sz, deadline);
+  if (r != collSuccess) {
+    comm->net->closeSend(sc);
+    return collSetError(r, "rank %d: handshake with rank %d on %s failed: %s", comm->rank, peer,
+                        comm->peers[peer].host, collLastErrorMessage());
+  }
+  c->sendComm = *out = sc;
+  COLL_TRACE(COLL_SUB_NET, "rank %d -> %d channel %d connected", comm->rank, peer, channel);
+  return collSuccess;
+}
+
+collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** out) {
+  double deadline = collConnDeadline(comm);
+  collConn* want = &comm->conns[channel * comm->nranks + peer];
+  while (!want->recvComm) {
+    void* rc = NULL;
+    collResult_t r = comm->net->accept(comm->listenComm, &rc);
+    if (r != collSuccess) return r;
+    if (comm->abortFlag) return collSetError(collRemoteError, "communicator aborted");
+    if (!rc) {
+      int fd = -1;
+      if (comm->net->getPollFd(comm->listenComm, &fd) == collSuccess && fd >= 0) {
+        struct pollfd pfd = {fd, POLLIN, 0};
+        poll(&pfd, 1, 10);
+      }
+      if (deadline > 0 && collTimeNow() > deadline)
+        return collSetError(collTimeout, "rank %d: rank %d (%s) never connected on channel %d", comm->rank, peer,
+                            comm->peers[peer].host, channel);
+      continue;
+    }
+    collConnHello h;
+    void* req = NULL;
+    size_t sz = 0;
+    while (!req && r == collSuccess) r = comm->net->irecv(rc, &h, sizeof h, NULL, &req);
+    if (r == collSuccess) r = collConnWait(comm, req, &sz, collTimeNow() + 10.0);
+    if (r != collSuccess || sz != sizeof h || h.magic != COLL_CONN_MAGIC || h.secret != comm->boot.secret ||
+        h.rank < 0 || h.rank >= comm->nranks || h.channel < 0 || h.channel >= comm->nchannels ||
+        comm->conns[h.channel * comm->nranks + h.rank].recvComm) {
+      COLL_WARN(COLL_SUB_NET, "rank %d: dropped an incoming connection with a bad hello", comm->rank);
+      comm->net->closeRecv(rc);
+      collClearError();
+      continue;
+    }
+    comm->conns[h.channel * comm->nranks + h.rank].recvComm = rc;
+    COLL_TRACE(COLL_SUB_NET, "rank %d <- %d channel %d accepted", comm->rank, h.rank, h.channel);
+  }
+  *out = want->recvComm;
+  return collSuccess;
+}
+
+void collEngineFree(collComm_t comm) {
+  if (comm->conns && comm->net) {
+    for (int i = 0; i < comm->nchannels * comm->nranks; i++) {
+      if (comm->conns[i].sendComm) comm->net->closeSend(comm->conns[i].sendComm);
+      if (comm->conns[i].recvComm) comm->net->closeRecv(comm->conns[i].recvComm);
+    }
+  }
+  free(comm->conns);
+  comm->conns = NULL;
+  if (comm->channels) {
+    for (int c = 0; c < comm->nchannels; c++) {
+      free(comm->channels[c].scratch);
+      free(comm->channels[c].staging);
+      free(comm->channels[c].stepState);
+      collSchedFree(&comm->channels[c].sched);
+    }
+  }
+  free(comm->channels);
+  comm->channels = NULL;
+}

@@ -1,0 +1,31 @@
+/* engine.h - executes operations (collectives via schedules, p2p batches). */
+#ifndef COLL_ENGINE_H_
+#define COLL_ENGINE_H_
+
+#include "core/comm.h"
+
+/* One operation as the user issued it (counts as in the public API). */
+typedef struct collOp {
+  collFunc fn;
+  const void* sendbuff;
+  void* recvbuff;
+  size_t count;
+  collDataType_t dtype;
+  collRedOp_t op;
+  int root; /* broadcast/reduce */
+  int peer; /* send/recv */
+  const char* algo; /* forced algorithm name or NULL */
+} collOp;
+
+/* Runs ops in issue order on the calling thread: consecutive send/recv ops
+ * form one concurrent batch, each collective runs alone. Blocks until done.
+ * Returns collRemoteError / collTimeout (and aborts the comm) on failure. */
+collResult_t collEngineRun(collComm_t comm, const collOp* ops, int nops);
+
+/* Establishes (lazily, once) the connection to `peer` on `channel`. */
+collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** sendComm);
+collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** recvComm);
+/* Frees channel memory and closes every connection. */
+void collEngineFree(collComm_t comm);
+
+#endif

@@ -1,0 +1,167 @@
+/*
+ * p2p.c - runs a batch of send/recv operations (one group) concurrently.
+ *
+ * Transfers to one peer in one direction keep their issue order (as NCCL:
+ * the k-th send to a peer matches the peer's k-th receive from us). Each
+ * transfer is cut into chunk-size slices; slice k travels on channel k % C,
+ * so both sides derive the same message sequence per connection from the
+ * count alone. Every transfer sends at least one (possibly empty) message, so
+ * a receiver whose count disagrees with the sender's gets an error, never a
+ * write past its buffer. Self send/recv pairs are copied locally.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/progress.h"
+#include "misc/log.h"
+#include "reduce/reduce.h"
+
+typedef struct {
+  int peer, isRecv, channel;
+  int* ops; /* indices into the batch, issue order (shared per peer/dir) */
+  int nops;
+  int qi;      /* current transfer */
+  size_t k;    /* current slice of it */
+  void* req;
+} collLane;
+
+static size_t collP2pBytes(const collOp* o) { return o->count * collTypeSize(o->dtype); }
+
+static size_t collP2pSlices(size_t bytes, size_t chunk) {
+  return bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
+}
+
+/* Pairs self sends with self receives in order and copies them. */
+static collResult_t collP2pSelf(collComm_t comm, const collOp* ops, int nops) {
+  int s = 0, r = 0;
+  for (;;) {
+    while (s < nops && !(ops[s].fn == COLL_FN_SEND && ops[s].peer == comm->rank)) s++;
+    while (r < nops && !(ops[r].fn == COLL_FN_RECV && ops[r].peer == comm->rank)) r++;
+    if (s == nops && r == nops) return collSuccess;
+    if (s == nops || r == nops)
+      return collSetError(collInvalidUsage, "rank %d: a send to self has no matching receive from self in the group",
+                          comm->rank);
+    if (collP2pBytes(&ops[s]) != collP2pBytes(&ops[r]))
+      return collSetError(collInvalidUsage, "rank %d: send to self of %zu bytes but receive from self of %zu bytes",
+                          comm->rank, collP2pBytes(&ops[s]), collP2pBytes(&ops[r]));
+    memmove(ops[r].recvbuff, ops[s].sendbuff, collP2pBytes(&ops[s]));
+    s++;
+    r++;
+  }
+}
+
+/* Moves one lane forward; returns 1 if something happened. */
+static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int nch, collIdle* idle,
+                            collResult_t* err) {
+  size_t chunk = comm->chunkBytes;
+  int progressed = 0;
+  while (l->qi < l->nops) {
+    const collOp* o = &ops[l->ops[l->qi]];
+    size_t bytes = collP2pBytes(o), ns = collP2pSlices(bytes, chunk);
+    if (l->k >= ns) { /* this channel has no (more) slices of this transfer */
+      l->qi++;
+      l->k = (size_t)l->channel;
+      continue;
+    }
+    size_t off = l->k * chunk, len = bytes - off < chunk ? bytes - off : chunk;
+    collConn* conn = &comm->conns[l->channel * comm->nranks + l->peer];
+    void* nc = l->isRecv ? conn->recvComm : conn->sendComm;
+    if (!l->req) {
+      collResult_t r = l->isRecv ? comm->net->irecv(nc, (char*)o->recvbuff + off, len, NULL, &l->req)
+                                 : comm->net->isend(nc, (const char*)o->sendbuff + off, len, NULL, &l->req);
+      if (r != collSuccess) {
+        *err = collSetError(r, "rank %d: posting to rank %d (%s) failed: %s", comm->rank, l->peer,
+                            collCommPeerHost(comm, l->peer), collLastErrorMessage());
+        return 1;
+      }
+      if (!l->req) break;
+      progressed = 1;
+    }
+    int done = 0;
+    size_t got = 0;
+    collResult_t r = comm->net->test(l->req, &done, &got);
+    if (r != collSuccess) {
+      *err = collSetError(r, "rank %d: %s rank %d (%s) failed: %s", comm->rank, l->isRecv ? "receive from" : "send to",
+                          l->peer, collCommPeerHost(comm, l->peer), collLastErrorMessage());
+      return 1;
+    }
+    if (!done) {
+      collIdleAdd(comm, idle, nc, l->isRecv ? POLLIN : POLLOUT);
+      break;
+    }
+    if (l->isRecv && got != len) {
+      *err = collSetError(collRemoteError,
+                          "rank %d: rank %d (%s) sent %zu bytes where the receive expected %zu (count mismatch)",
+                          comm->rank, l->peer, collCommPeerHost(comm, l->peer), got, len);
+      return 1;
+    }
+    l->req = NULL;
+    l->k += (size_t)nch;
+    progressed = 1;
+  }
+  return progressed;
+}
+
+collResult_t collRunP2p(collComm_t comm, const collOp* ops, int nops) {
+  collResult_t err = collP2pSelf(comm, ops, nops);
+  if (err != collSuccess) return err;
+  int n = comm->nranks, nch = comm->nchannels;
+  /* order[dir][peer] lists the batch's transfers per peer and direction. */
+  int* order = malloc(sizeof(int) * (size_t)nops * 2 + 1);
+  int* cnt = calloc((size_t)n * 2, sizeof(int));
+  int* start = calloc((size_t)n * 2 + 1, sizeof(int));
+  collLane* lanes = calloc((size_t)n * 2 * (size_t)nch + 1, sizeof(collLane));
+  if (!order || !cnt || !start || !lanes) {
+    err = collSetError(collSystemError, "p2p: out of memory");
+    goto out;
+  }
+  for (int i = 0; i < nops; i++)
+    if (ops[i].peer != comm->rank) cnt[(ops[i].fn == COLL_FN_RECV) * n + ops[i].peer]++;
+  for (int q = 0; q < 2 * n; q++) start[q + 1] = start[q] + cnt[q];
+  memset(cnt, 0, sizeof(int) * (size_t)n * 2);
+  for (int i = 0; i < nops; i++) {
+    if (ops[i].peer == comm->rank) continue;
+    int q = (ops[i].fn == COLL_FN_RECV) * n + ops[i].peer;
+    order[start[q] + cnt[q]++] = i;
+  }
+  int nl = 0;
+  void* unused;
+  for (int pass = 0; pass < 2 && err == collSuccess; pass++) /* all sends connect before any accept */
+    for (int p = 0; p < n && err == collSuccess; p++) {
+      int q = pass * n + p;
+      if (!cnt[q]) continue;
+      for (int c = 0; c < nch && err == collSuccess; c++) {
+        collLane* l = &lanes[nl++];
+        l->peer = p;
+        l->isRecv = pass;
+        l->channel = c;
+        l->ops = order + start[q];
+        l->nops = cnt[q];
+        l->k = (size_t)c;
+        err = pass ? collEngineRecvConn(comm, p, c, &unused) : collEngineSendConn(comm, p, c, &unused);
+      }
+    }
+  collIdle idle;
+  collIdleInit(comm, &idle);
+  for (;;) {
+    if (err != collSuccess) break;
+    int progressed = 0, active = 0, waitPeer = -1;
+    for (int i = 0; i < nl && err == collSuccess; i++) {
+      if (lanes[i].qi >= lanes[i].nops) continue;
+      progressed |= collLaneProgress(comm, ops, &lanes[i], nch, &idle, &err);
+      if (lanes[i].qi < lanes[i].nops) {
+        active++;
+        waitPeer = lanes[i].peer;
+      }
+    }
+    if (err != collSuccess || !active) break;
+    err = collIdleStep(comm, &idle, progressed, "send/recv", waitPeer);
+  }
+  if (err != collSuccess) err = collEngineFail(comm, err);
+out:
+  free(order);
+  free(cnt);
+  free(start);
+  free(lanes);
+  return err;
+}

@@ -1,0 +1,54 @@
+/* progress.c - spin-then-poll waiting, deadlines and abort for executors. */
+#include "engine/progress.h"
+
+#include <sched.h>
+
+#include "misc/log.h"
+#include "misc/param.h"
+#include "misc/socket.h"
+
+void collIdleInit(collComm_t comm, collIdle* w) {
+  w->idle = 0;
+  w->spin = (int)collParamInt(COLL_PARAM_SPIN);
+  w->deadline = comm->timeoutSec > 0 ? collTimeNow() + comm->timeoutSec : 0;
+  w->nfds = 0;
+}
+
+void collIdleAdd(collComm_t comm, collIdle* w, void* netComm, short events) {
+  int fd = -1;
+  if (w->nfds >= COLL_MAX_POLLFDS || comm->net->getPollFd(netComm, &fd) != collSuccess || fd < 0) return;
+  w->fds[w->nfds].fd = fd;
+  w->fds[w->nfds].events = events;
+  w->fds[w->nfds].revents = 0;
+  w->nfds++;
+}
+
+collResult_t collEngineFail(collComm_t comm, collResult_t r) {
+  collCommSetAsyncError(comm, r, collLastErrorMessage());
+  return r;
+}
+
+collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const char* what, int waitPeer) {
+  if (__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE)) {
+    collResult_t e = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE);
+    if (e == collSuccess || e == collInProgress) e = collRemoteError;
+    return collSetError(e, "rank %d: %s interrupted: communicator aborted (%s)", comm->rank, what,
+                        comm->asyncMsg[0] ? comm->asyncMsg : "collCommAbort");
+  }
+  if (progressed) {
+    w->idle = 0;
+    w->nfds = 0;
+    return collSuccess;
+  }
+  if (w->deadline > 0 && collTimeNow() > w->deadline) {
+    collSetError(collTimeout, "rank %d: %s timed out after %d s (COLL_TIMEOUT) waiting on rank %d (%s)", comm->rank,
+                 what, comm->timeoutSec, waitPeer, waitPeer >= 0 ? collCommPeerHost(comm, waitPeer) : "-");
+    return collEngineFail(comm, collTimeout);
+  }
+  if (++w->idle > w->spin) {
+    if (w->nfds > 0) poll(w->fds, (nfds_t)w->nfds, 5);
+    else sched_yield();
+  }
+  w->nfds = 0;
+  return collSuccess;
+}

@@ -1,0 +1,30 @@
+/* progress.h - helpers shared by the collective and p2p executors. */
+#ifndef COLL_PROGRESS_H_
+#define COLL_PROGRESS_H_
+
+#include <poll.h>
+
+#include "engine/engine.h"
+
+#define COLL_MAX_POLLFDS 64
+
+/* Idle handling for an executor loop: counts idle iterations, sleeps in
+ * poll() on the given fds after COLL_SPIN_COUNT of them, and turns the comm's
+ * abort flag or a passed deadline into an error (naming `what`). */
+typedef struct {
+  int idle;
+  int spin;
+  double deadline;
+  struct pollfd fds[COLL_MAX_POLLFDS];
+  int nfds;
+} collIdle;
+
+void collIdleInit(collComm_t comm, collIdle* w);
+/* Adds a transport comm's fd for POLLIN (recv) or POLLOUT (send). */
+void collIdleAdd(collComm_t comm, collIdle* w, void* netComm, short events);
+/* Call once per loop iteration. Returns collSuccess to continue. */
+collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const char* what, int waitPeer);
+/* Records a failure on the comm (aborting it) and returns r. */
+collResult_t collEngineFail(collComm_t comm, collResult_t r);
+
+#endif

@@ -1,0 +1,49 @@
+/* log.h - COLL_DEBUG logging and the thread-local last-error message. */
+#ifndef COLL_LOG_H_
+#define COLL_LOG_H_
+
+#include "coll.h"
+
+enum { COLL_LOG_NONE = 0, COLL_LOG_WARN = 1, COLL_LOG_INFO = 2, COLL_LOG_TRACE = 3 };
+
+/* Subsystems for COLL_DEBUG_SUBSYS (comma list, ^ to exclude, ALL). */
+enum {
+  COLL_SUB_INIT = 1 << 0,
+  COLL_SUB_BOOT = 1 << 1,
+  COLL_SUB_NET = 1 << 2,
+  COLL_SUB_COLL = 1 << 3,
+  COLL_SUB_ENGINE = 1 << 4,
+  COLL_SUB_TUNE = 1 << 5,
+  COLL_SUB_ENV = 1 << 6,
+  COLL_SUB_ALL = ~0
+};
+
+extern int collLogLevel;         /* from COLL_DEBUG, resolved lazily */
+void collLogInit(void);           /* idempotent */
+void collLog(int level, int subsys, const char* file, int line,
+             const char* fmt, ...) __attribute__((format(printf, 5, 6)));
+
+#define COLL_WARN(sub, ...) collLog(COLL_LOG_WARN, sub, __FILE__, __LINE__, __VA_ARGS__)
+#define COLL_INFO(sub, ...)                                                   \
+  do {                                                                        \
+    if (collLogLevel >= COLL_LOG_INFO || collLogLevel < 0)                    \
+      collLog(COLL_LOG_INFO, sub, __FILE__, __LINE__, __VA_ARGS__);           \
+  } while (0)
+#define COLL_TRACE(sub, ...)                                                  \
+  do {                                                                        \
+    if (collLogLevel >= COLL_LOG_TRACE || collLogLevel < 0)                   \
+      collLog(COLL_LOG_TRACE, sub, __FILE__, __LINE__, __VA_ARGS__);          \
+  } while (0)
+
+/* Records the message returned by collGetLastError on this thread, logs it
+ * at WARN, and returns `code` so callers can write
+ *   return collSetError(collInvalidArgument, "count %zu ...", count); */
+collResult_t collSetError(collResult_t code, const char* fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void collClearError(void);
+const char* collLastErrorMessage(void);
+
+/* Short host name and process id used in messages and logs. */
+const char* collHostName(void);
+
+#endif

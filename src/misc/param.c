@@ -1,0 +1,86 @@
+/* param.c - the one table of every COLL_* environment variable. */
+#include "param.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "log.h"
+
+typedef struct {
+  const char* name;
+  int64_t def;
+  int64_t min;
+  const char* doc;
+} collIntParamDesc;
+
+typedef struct {
+  const char* name;
+  const char* def;
+  const char* doc;
+} collStrParamDesc;
+
+/* Keep in the order of collIntParam / collStrParam. */
+static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
+    {"COLL_TIMEOUT", 1800, 0, "seconds an operation may wait before the communicator aborts with collTimeout (0 = never)"},
+    {"COLL_CHUNKSIZE", 1 << 19, 1024, "bytes per block of one pipeline slice"},
+    {"COLL_NCHANNELS", 2, 1, "parallel channels (connection sets) a large call is spread over"},
+    {"COLL_NSOCKS_PERTHREAD", 1, 1, "TCP sockets per connection; large messages are striped over them"},
+    {"COLL_SPIN_COUNT", 2000, 0, "progress polls before a waiting thread sleeps in poll()"},
+    {"COLL_CONNECT_TIMEOUT_MS", 60000, 100, "milliseconds to retry a refused connection during init"},
+};
+
+static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
+    {"COLL_SOCKET_IFNAME", NULL, "interfaces to use: prefix list, ^ excludes, = exact (e.g. eth, ^docker, =eth0)"},
+    {"COLL_SOCKET_FAMILY", NULL, "AF_INET or AF_INET6 to force an address family"},
+    {"COLL_COMM_ID", NULL, "host:port of the rendezvous (rank 0 listens) for collCommInitFromEnv / collGetUniqueId"},
+    {"COLL_NET", NULL, "transport for inter-process traffic: tcp"},
+    {"COLL_DEBUG", NULL, "log level: WARN, INFO, TRACE"},
+    {"COLL_DEBUG_SUBSYS", NULL, "subsystems to log: INIT,BOOT,NET,COLL,ENGINE,TUNE,ENV,ALL (^ excludes)"},
+    {"COLL_DEBUG_FILE", NULL, "write logs to this file (%h host, %p pid) instead of stderr"},
+};
+
+static int64_t collIntValues[COLL_PARAM_COUNT_INT];
+static pthread_once_t collParamOnce = PTHREAD_ONCE_INIT;
+
+static void collParamLoad(void) {
+  for (int i = 0; i < COLL_PARAM_COUNT_INT; i++) {
+    const collIntParamDesc* d = &collIntParams[i];
+    int64_t v = d->def;
+    const char* s = getenv(d->name);
+    if (s && *s) {
+      char* end;
+      errno = 0;
+      long long x = strtoll(s, &end, 0);
+      if (errno || *end || x < d->min)
+        fprintf(stderr, "[coll] WARN ignoring %s=%s (want an integer >= %lld); using %lld\n",
+                d->name, s, (long long)d->min, (long long)d->def);
+      else
+        v = x;
+    }
+    collIntValues[i] = v;
+  }
+}
+
+int64_t collParamInt(collIntParam p) {
+  pthread_once(&collParamOnce, collParamLoad);
+  return collIntValues[p];
+}
+
+const char* collParamStr(collStrParam p) {
+  const char* s = getenv(collStrParams[p].name);
+  return (s && *s) ? s : collStrParams[p].def;
+}
+
+void collParamDump(void) {
+  for (int i = 0; i < COLL_PARAM_COUNT_INT; i++)
+    COLL_INFO(COLL_SUB_ENV, "%-24s int    default %-8lld value %-8lld %s", collIntParams[i].name,
+              (long long)collIntParams[i].def, (long long)collParamInt((collIntParam)i),
+              collIntParams[i].doc);
+  for (int i = 0; i < COLL_SPARAM_COUNT; i++) {
+    const char* v = collParamStr((collStrParam)i);
+    COLL_INFO(COLL_SUB_ENV, "%-24s string default %-8s value %-8s %s", collStrParams[i].name,
+              collStrParams[i].def ? collStrParams[i].def : "-", v ? v : "-", collStrParams[i].doc);
+  }
+}

@@ -1,0 +1,36 @@
+/* param.h - the one table of COLL_* environment variables (param.c). */
+#ifndef COLL_PARAM_H_
+#define COLL_PARAM_H_
+
+#include <stdint.h>
+
+typedef enum {
+  COLL_PARAM_TIMEOUT,        /* COLL_TIMEOUT, seconds per operation */
+  COLL_PARAM_CHUNKSIZE,      /* COLL_CHUNKSIZE, bytes per slice block */
+  COLL_PARAM_NCHANNELS,      /* COLL_NCHANNELS */
+  COLL_PARAM_NSOCKS,         /* COLL_NSOCKS_PERTHREAD */
+  COLL_PARAM_SPIN,           /* COLL_SPIN_COUNT, polls before sleeping */
+  COLL_PARAM_CONNECT_RETRY_MS, /* COLL_CONNECT_TIMEOUT_MS */
+  COLL_PARAM_COUNT_INT
+} collIntParam;
+
+typedef enum {
+  COLL_SPARAM_SOCKET_IFNAME, /* COLL_SOCKET_IFNAME */
+  COLL_SPARAM_SOCKET_FAMILY, /* COLL_SOCKET_FAMILY: AF_INET / AF_INET6 */
+  COLL_SPARAM_COMM_ID,       /* COLL_COMM_ID host:port */
+  COLL_SPARAM_NET,           /* COLL_NET */
+  COLL_SPARAM_DEBUG,         /* COLL_DEBUG */
+  COLL_SPARAM_DEBUG_SUBSYS,  /* COLL_DEBUG_SUBSYS */
+  COLL_SPARAM_DEBUG_FILE,    /* COLL_DEBUG_FILE */
+  COLL_SPARAM_COUNT
+} collStrParam;
+
+/* Value of an integer parameter: the environment if set and valid, else the
+ * default. Thread-safe; read once and cached. */
+int64_t collParamInt(collIntParam p);
+/* Value of a string parameter or NULL when unset and without default. */
+const char* collParamStr(collStrParam p);
+/* Prints every parameter with type, default, current value and doc at INFO. */
+void collParamDump(void);
+
+#endif

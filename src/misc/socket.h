@@ -1,0 +1,61 @@
+/*
+ * socket.h - TCP socket helpers shared by the bootstrap and the tcp transport.
+ * Every blocking helper takes an absolute deadline (collTimeNow() seconds,
+ * 0 = none) and an optional abort flag, and never blocks past either.
+ */
+#ifndef COLL_SOCKET_H_
+#define COLL_SOCKET_H_
+
+#include <netinet/in.h>
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "coll.h"
+
+typedef union {
+  struct sockaddr sa;
+  struct sockaddr_in sin;
+  struct sockaddr_in6 sin6;
+} collSockAddr; /* 28 bytes */
+
+/* Monotonic clock in seconds. */
+double collTimeNow(void);
+
+/* Picks the interface address to use: COLL_SOCKET_IFNAME ("eth", "^docker",
+ * "=eth0", comma lists, as NCCL_SOCKET_IFNAME), COLL_SOCKET_FAMILY; default:
+ * first up non-loopback, non-docker interface; loopback only when nothing
+ * else exists or asked for. Writes the address (port 0) and the name. */
+collResult_t collSocketFindInterface(collSockAddr* addr, char* ifname,
+                                     size_t ifnameLen);
+/* Interface matching used above: 1 if `name` is selected by `spec`. */
+int collSocketIfMatch(const char* spec, const char* name);
+/* Parses "host:port", "[v6addr]:port" or "v4addr:port" (getaddrinfo). */
+collResult_t collSocketParseAddr(const char* hostport, collSockAddr* out);
+/* "1.2.3.4:5678" / "[::1]:5678" into buf; returns buf. */
+const char* collSockAddrStr(const collSockAddr* a, char* buf, size_t len);
+socklen_t collSockAddrLen(const collSockAddr* a);
+
+/* Binds and listens on addr (port 0 = ephemeral); writes the bound port back
+ * into addr. fd is non-blocking, close-on-exec. */
+collResult_t collSocketListen(collSockAddr* addr, int* fd);
+/* Connects, retrying refused/timed-out attempts until deadline. The result is
+ * non-blocking, close-on-exec, TCP_NODELAY. */
+collResult_t collSocketConnect(const collSockAddr* addr, int* fd,
+                               double deadline, volatile int* abortFlag);
+/* Accepts one connection (waits until deadline). */
+collResult_t collSocketAccept(int listenFd, int* fd, double deadline,
+                              volatile int* abortFlag);
+/* Sends/receives exactly n bytes on a non-blocking fd, polling. A closed
+ * peer gives collRemoteError, the deadline collTimeout, the abort flag
+ * collRemoteError. */
+collResult_t collSocketSendAll(int fd, const void* buf, size_t n,
+                               double deadline, volatile int* abortFlag);
+collResult_t collSocketRecvAll(int fd, void* buf, size_t n, double deadline,
+                               volatile int* abortFlag);
+/* Sends sbuf to sfd and receives rbuf from rfd concurrently (no deadlock
+ * when both sides send first). */
+collResult_t collSocketSendRecv(int sfd, const void* sbuf, size_t sn, int rfd,
+                                void* rbuf, size_t rn, double deadline,
+                                volatile int* abortFlag);
+
+#endif

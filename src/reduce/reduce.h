@@ -1,0 +1,43 @@
+/*
+ * reduce.h - host reduction kernels for every data type and op.
+ * float16/bfloat16: each element is widened to float32, combined, and rounded
+ * back to nearest-even once per call. avg is computed as sum here; the caller
+ * divides the final result with collReduceAvgFinish.
+ */
+#ifndef COLL_REDUCE_H_
+#define COLL_REDUCE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll.h"
+
+/* dst[i] = a[i] op b[i] for i < n; dst may alias a or b. */
+typedef void (*collReduceFn)(void* dst, const void* a, const void* b, size_t n);
+
+/* Size in bytes of one element, 0 for an invalid type. */
+size_t collTypeSize(collDataType_t t);
+/* nccl-tests names ("float", "half", ...); "invalid" for an invalid value. */
+const char* collTypeName(collDataType_t t);
+const char* collOpName(collRedOp_t op); /* "sum", ... */
+
+/* Kernel for (type, op); avg maps to sum. NULL for invalid type/op. */
+collReduceFn collReduceGetFn(collDataType_t t, collRedOp_t op);
+
+/* buf[i] = buf[i] / nranks for i < n (integers truncate toward zero like
+ * NCCL; float16/bfloat16 via float32, rounded to nearest even). */
+void collReduceAvgFinish(void* buf, size_t n, collDataType_t t, int nranks);
+
+/* Conversions (round to nearest even, NaN preserved). */
+float collHalfToFloat(uint16_t h);
+uint16_t collFloatToHalf(float f);
+float collBf16ToFloat(uint16_t b);
+uint16_t collFloatToBf16(float f);
+
+/* Array float16 <-> float32 conversions. fast != 0 uses the x86 F16C path
+ * when the CPU has it, fast == 0 forces the portable code (both give the same
+ * bits). Return 1 if the F16C path ran, 0 otherwise. */
+int collHalfToFloatArray(float* dst, const uint16_t* src, size_t n, int fast);
+int collFloatToHalfArray(uint16_t* dst, const float* src, size_t n, int fast);
+
+#endif
