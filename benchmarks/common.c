@@ -50,7 +50,8 @@ typedef struct {
   int isFloat, isSigned;
   int64_t limit;    /* largest |value| (and partial sum) kept exact */
   int prodTwos;     /* most factors of two in one product */
-  double avgTol;    /* relative tolerance of avg on non-power-of-2 ranks */
+  double eps;       /* 2^-mantissa bits: avg on non-power-of-2 ranks may be
+                       off by 4*n*eps relative (1/n is inexact) */
 } typeInfo_t;
 
 static const typeInfo_t kTypes[] = {
@@ -60,10 +61,10 @@ static const typeInfo_t kTypes[] = {
     {"uint32", collUint32, 4, 0, 0, 1 << 20, 31, 0},
     {"int64", collInt64, 8, 0, 1, 1 << 20, 62, 0},
     {"uint64", collUint64, 8, 0, 0, 1 << 20, 62, 0},
-    {"half", collFloat16, 2, 1, 1, 2048, 15, 1.0 / 512},
-    {"float", collFloat32, 4, 1, 1, 1 << 20, 62, 1.0 / 4194304},
-    {"double", collFloat64, 8, 1, 1, 1 << 20, 62, 4.440892098500626e-16},
-    {"bfloat16", collBfloat16, 2, 1, 1, 256, 62, 1.0 / 64},
+    {"half", collFloat16, 2, 1, 1, 2048, 15, 0x1p-11},
+    {"float", collFloat32, 4, 1, 1, 1 << 20, 62, 0x1p-24},
+    {"double", collFloat64, 8, 1, 1, 1 << 20, 62, 0x1p-53},
+    {"bfloat16", collBfloat16, 2, 1, 1, 256, 62, 0x1p-8},
 };
 #define NTYPES ((int)(sizeof(kTypes) / sizeof(kTypes[0])))
 
@@ -408,7 +409,8 @@ static int64_t genValue(const typeInfo_t* t, int op, int n, int r, size_t i,
     uint64_t k1 = (uint64_t)(bound > 0 ? bound : 1);
     int64_t k = t->isSigned ? (int64_t)((ui + seed) % (2 * k1 + 1)) - (int64_t)k1
                             : (int64_t)((ui + seed) % (k1 + 1));
-    int64_t d = (int64_t)((ui * 3 + seed) % (t->isSigned ? k1 + 1 : (uint64_t)k + 1));
+    uint64_t absk = (uint64_t)(k < 0 ? -k : k);
+    int64_t d = (int64_t)((ui * 3 + seed) % (absk + 1)); /* |k +- d| <= 2|k| */
     if (r % 2 == 1) return k - d;
     return r + 1 < n ? k + d : k;
   }
@@ -482,13 +484,15 @@ static int64_t asStored(const typeInfo_t* t, int64_t v) {
 }
 
 /* 1 if element j of buf matches the exact value v. */
+/* 1 if element j of buf matches the exact value v; looseAvg > 0 is the rank
+ * count of an avg whose 1/n is inexact (see typeInfo_t.eps). */
 static int matches(const typeInfo_t* t, const void* buf, size_t j, int64_t v,
                    int looseAvg) {
   if (!t->isFloat) return readInt(t, buf, j) == asStored(t, v);
   double got = readFloat(t, buf, j), want = (double)v;
   if (got == want) return 1;
   double diff = got > want ? got - want : want - got;
-  return looseAvg && diff <= (want < 0 ? -want : want) * t->avgTol;
+  return looseAvg && diff <= (want < 0 ? -want : want) * 4 * looseAvg * t->eps;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -653,7 +657,8 @@ static int checkOnce(rankCtx_t* ctx, const testCase_t* tc, int64_t* wrong) {
   for (int k = 0; k < CANARY_BYTES; k++) ctx->recv[end + k] = (char)(0xC3 ^ (k * 29));
   if (startColl(ctx, tc) || complete(ctx)) return -1;
 
-  int looseAvg = tc->op == collAvg && (ctx->nranks & (ctx->nranks - 1)) != 0;
+  int looseAvg = tc->op == collAvg && (ctx->nranks & (ctx->nranks - 1)) != 0
+                     ? ctx->nranks : 0;
   int64_t bad = 0;
   for (size_t j = 0; j < tc->n.recvCount; j++) {
     int peer;

@@ -192,8 +192,9 @@ static void killChildren(const pid_t* pids, const int* alive, int n, int sig) {
     if (alive[i]) kill(pids[i], sig);
 }
 
-/* Waits for the children; on a failure or the deadline kills the rest.
- * Returns the worst status of the children that ended on their own. */
+/* Waits for the children; when one fails (status >= LAUNCH_FAILED or a
+ * signal) or the deadline passes, kills the rest. Returns the worst status
+ * of the children that ended on their own (124 after the deadline). */
 static int waitChildren(const launchOpts_t* o, const pid_t* pids, int n) {
   int* alive = calloc((size_t)n, sizeof(int));
   if (!alive) return LAUNCH_FAILED;
@@ -210,7 +211,7 @@ static int waitChildren(const launchOpts_t* o, const pid_t* pids, int n) {
         left--;
         int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
         if (killing && WIFSIGNALED(st)) break; /* killed by us */
-        if (rc != 0)
+        if (rc > LAUNCH_WRONG) /* wrong results were reported already */
           fprintf(stderr, "coll-tests: rank process %d (pid %d) %s %d\n", i,
                   (int)pid, WIFEXITED(st) ? "exited with status" :
                   "killed by signal", WIFEXITED(st) ? rc : WTERMSIG(st));
@@ -219,8 +220,9 @@ static int waitChildren(const launchOpts_t* o, const pid_t* pids, int n) {
       continue;
     }
     if (pid < 0 && errno != EINTR) break;
-    if (!killing && (worst != 0 || nowSec() > deadline)) {
-      if (worst == 0) {
+    int late = nowSec() > deadline;
+    if (!killing && (worst >= LAUNCH_FAILED || late)) {
+      if (worst < LAUNCH_FAILED) {
         fprintf(stderr, "coll-tests: timeout after %d s (set "
                 "COLL_TESTS_LAUNCH_TIMEOUT); killing the ranks\n",
                 o->launchTimeoutSec);

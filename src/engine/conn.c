@@ -53,7 +53,8 @@ collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** o
                           comm->peers[peer].host, channel, collLastErrorMessage());
     if (comm->abortFlag) return collSetError(collRemoteError, "communicator aborted");
     if (!sc && deadline > 0 && collTimeNow() > deadline)
-      return collSetError(collTimeout, "rank %d: connecting to rank %d timed out", comm->rank, peer);
+      return collSetError(collTimeout, "rank %d: connecting to rank %d (%s) timed out after %d s (COLL_TIMEOUT)",
+                          comm->rank, peer, comm->peers[peer].host, comm->timeoutSec);
   }
   collConnHello h = {COLL_CONN_MAGIC, comm->rank, channel, 0, comm->boot.secret};
   void* req = NULL;
@@ -86,8 +87,8 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
         poll(&pfd, 1, 10);
       }
       if (deadline > 0 && collTimeNow() > deadline)
-        return collSetError(collTimeout, "rank %d: rank %d (%s) never connected on channel %d", comm->rank, peer,
-                            comm->peers[peer].host, channel);
+        return collSetError(collTimeout, "rank %d: timed out after %d s (COLL_TIMEOUT) waiting for rank %d (%s) to connect on channel %d",
+                            comm->rank, comm->timeoutSec, peer, comm->peers[peer].host, channel);
       continue;
     }
     collConnHello h;

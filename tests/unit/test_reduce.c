@@ -236,6 +236,8 @@ static void test_half_random_and_f16c(void** state) {
   static float wf[65536], ws[65536];
   for (uint32_t h = 0; h < 65536; h++) all[h] = (uint16_t)h;
   for (size_t n = 65536; n >= 65529; n -= 7) {
+    memset(wf, 0xa5, sizeof wf);
+    memset(rt, 0xa5, sizeof rt);
     collHalfToFloatArray(wf, all, n, 1);
     assert_int_equal(collHalfToFloatArray(ws, all, n, 0), 0);
     collFloatToHalfArray(rt, wf, n, 1);
@@ -243,6 +245,8 @@ static void test_half_random_and_f16c(void** state) {
       EXPECT_BITS("half->float f16c", i, f2u(ws[i]), f2u(wf[i]));
       EXPECT_BITS("half rt f16c", i, collFloatToHalf(ws[i]), rt[i]);
     }
+    for (size_t i = n; i < 65536; i++) /* nothing written past the end */
+      assert_true(f2u(wf[i]) == 0xa5a5a5a5u && rt[i] == 0xa5a5);
   }
   print_message("F16C path %s\n", usedFast ? "tested" : "not available");
 }
