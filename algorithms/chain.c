@@ -26,9 +26,10 @@
  * Cost per rank: 2 steps at most; count elements sent by every rank except
  * the last (broadcast) / the root (reduce); (n-1) * count on the wire in
  * total. A single slice takes n-1 hops; large messages are pipelined by the
- * engine, which cuts them into slices that flow down the chain one after
- * another over several channels (the "pipelined chain" of NCCL). No phase
- * limit (two phases whatever n). n == 1: one COPY SEND->RECV unless in
+ * engine, which cuts them into slices: every rank starts its next slice as
+ * soon as its own two steps are done, so slices flow down the chain one
+ * behind the other, several at once over the channels (NCCL's pipelined
+ * chain). Two phases whatever n. n == 1: one COPY SEND->RECV unless in
  * place. Steps with 0 elements are not emitted.
  */
 #include "algorithms.h"

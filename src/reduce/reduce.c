@@ -41,7 +41,7 @@ static inline float bitsf(uint32_t u) {
   return f;
 }
 
-/* ---- portable conversions (the reference) ------------------------------ */
+/* ---- portable conversions (the reference) -------------------------------- */
 
 /* Exact float16 -> float32; NaNs come back quiet. */
 float collHalfToFloat(uint16_t h) {
@@ -104,9 +104,8 @@ static int hasF16C(void) {
 }
 
 /* float16 -> float32 with vcvtph2ps, 8 at a time; tail via a padded block. */
-__attribute__((target("avx,f16c"))) static void h2fF16C(float* d,
-                                                       const uint16_t* s,
-                                                       size_t n) {
+#define F16C_FN __attribute__((target("avx,f16c"))) static void
+F16C_FN h2fF16C(float* d, const uint16_t* s, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(d + i,
@@ -121,9 +120,7 @@ __attribute__((target("avx,f16c"))) static void h2fF16C(float* d,
 }
 
 /* float32 -> float16 with vcvtps2ph (round to nearest even). */
-__attribute__((target("avx,f16c"))) static void f2hF16C(uint16_t* d,
-                                                       const float* s,
-                                                       size_t n) {
+F16C_FN f2hF16C(uint16_t* d, const float* s, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
     _mm_storeu_si128((__m128i*)(d + i),
@@ -166,17 +163,17 @@ int collFloatToHalfArray(uint16_t* dst, const float* src, size_t n, int fast) {
   return 0;
 }
 
-/* bfloat16 block conversions (plain loops; they vectorize). */
+/* bfloat16 block conversions (plain loops; they vectorize; no fast path). */
 static void b2fArray(float* d, const uint16_t* s, size_t n, int fast) {
-  (void)fast;
   for (size_t i = 0; i < n; i++) d[i] = collBf16ToFloat(s[i]);
+  (void)fast;
 }
 static void f2bArray(uint16_t* d, const float* s, size_t n, int fast) {
-  (void)fast;
   for (size_t i = 0; i < n; i++) d[i] = collFloatToBf16(s[i]);
+  (void)fast;
 }
 
-/* ---- element ops ---------------------------------------------------------- */
+/* ---- element ops --------------------------------------------------------- */
 
 #define OP_SUM(T, p, q) ((T)((p) + (q)))
 #define OP_PROD(T, p, q) ((T)((p) * (q)))
@@ -210,7 +207,7 @@ DEFINE_FPICK(fmax_double, double, uint64_t, 63, 0x7ff0000000000000u,
 DEFINE_FPICK(fmin_double, double, uint64_t, 63, 0x7ff0000000000000u,
              0x8000000000000u, <)
 
-/* ---- kernels ---------------------------------------------------------------- */
+/* ---- kernels ------------------------------------------------------------- */
 
 /* dst[i] = OP(a[i], b[i]) over type T. */
 #define KERNEL(NAME, T, OP)                                              \
@@ -273,7 +270,7 @@ FLOAT_KERNELS(double)
 F16_KERNELS(f16, h2fArr, f2hArr)
 F16_KERNELS(bf16, b2fArray, f2bArray)
 
-/* ---- tables and lookups ----------------------------------------------------- */
+/* ---- tables and lookups -------------------------------------------------- */
 
 #define ROW(S) {sum_##S, prod_##S, max_##S, min_##S}
 static const collReduceFn kFns[collNumTypes][4] = {
@@ -281,32 +278,36 @@ static const collReduceFn kFns[collNumTypes][4] = {
     ROW(u64), ROW(f16),   ROW(float), ROW(double), ROW(bf16)};
 static const size_t kSizes[collNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
 static const char* const kTypeNames[collNumTypes] = {
-    "int8",   "uint8", "int32", "uint32", "int64",
-    "uint64", "half",  "float", "double", "bfloat16"};
-static const char* const kOpNames[collNumOps] = {"sum", "prod", "max", "min",
-                                                 "avg"};
+    "int8", "uint8", "int32", "uint32", "int64",
+    "uint64", "half", "float", "double", "bfloat16"};
+static const char* const kOpNames[collNumOps] = {"sum", "prod", "max",
+                                                 "min", "avg"};
 
 /* 1 if t is a valid data type. */
 static int validType(collDataType_t t) {
   return (unsigned)t < (unsigned)collNumTypes;
 }
 
+/* Element size in bytes, 0 if invalid. */
 size_t collTypeSize(collDataType_t t) { return validType(t) ? kSizes[t] : 0; }
 
+/* nccl-tests type name, "invalid" if invalid. */
 const char* collTypeName(collDataType_t t) {
   return validType(t) ? kTypeNames[t] : "invalid";
 }
 
+/* Op name, "invalid" if invalid. */
 const char* collOpName(collRedOp_t op) {
   return (unsigned)op < (unsigned)collNumOps ? kOpNames[op] : "invalid";
 }
 
+/* Kernel of (t, op), avg -> sum; NULL if either is invalid. */
 collReduceFn collReduceGetFn(collDataType_t t, collRedOp_t op) {
   if (!validType(t) || (unsigned)op >= (unsigned)collNumOps) return NULL;
   return kFns[t][op == collAvg ? collSum : op];
 }
 
-/* ---- avg finish --------------------------------------------------------------- */
+/* ---- avg finish ---------------------------------------------------------- */
 
 /* buf[i] /= n over type T with divisor type D, wide enough for any nranks
  * (C division: integers truncate toward zero). */
@@ -319,8 +320,7 @@ collReduceFn collReduceGetFn(collDataType_t t, collRedOp_t op) {
 
 /* 16-bit float avg: widen a block, divide in float32, round back. */
 static void div16(uint16_t* p, size_t cnt, int nranks, int bf16) {
-  float f[BLOCK];
-  float n = (float)nranks;
+  float f[BLOCK], n = (float)nranks;
   int fast = !bf16 && cnt > 0 && hasF16C();
   for (size_t i = 0; i < cnt; i += BLOCK) {
     size_t m = cnt - i < BLOCK ? cnt - i : BLOCK;
