@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "misc/log.h"
 #include "misc/param.h"
+#include "transports/loopback/loopback.h"
 #include "transports/tcp/tcp.h"
 
 /* ---- registry of live communicators ---------------------------------- */
@@ -93,15 +94,34 @@ void collCommSetAsyncError(collComm_t comm, collResult_t r, const char* msg) {
 }
 
 /* ---- init -------------------------------------------------------------- */
-static pthread_once_t collNetOnce = PTHREAD_ONCE_INIT;
-static collResult_t collNetInitResult;
+/* Transports between processes, by COLL_NET / config.netName. The first is
+ * the default. */
+static const collNet_v1_t* const collNets[] = {&collNetTcp, &collNetLoopback};
+#define COLL_NNETS ((int)(sizeof collNets / sizeof collNets[0]))
+static pthread_mutex_t collNetLock = PTHREAD_MUTEX_INITIALIZER;
+static int collNetReady[COLL_NNETS];
 
 static void collNetLog(int level, const char* fmt, ...) {
   (void)level;
   (void)fmt;
 }
 
-static void collNetInitOnce(void) { collNetInitResult = collNetTcp.init(collNetLog); }
+/* Finds and initializes (once) the transport called name (NULL = default). */
+static collResult_t collNetGet(const char* name, const collNet_v1_t** out) {
+  int i = 0;
+  if (name) {
+    while (i < COLL_NNETS && strcmp(collNets[i]->name, name) != 0) i++;
+    if (i == COLL_NNETS)
+      return collSetError(collInvalidArgument, "net \"%s\" is not available (COLL_NET / config.netName); have: tcp, loopback",
+                          name);
+  }
+  collResult_t r = collSuccess;
+  pthread_mutex_lock(&collNetLock);
+  if (!collNetReady[i] && (r = collNets[i]->init(collNetLog)) == collSuccess) collNetReady[i] = 1;
+  pthread_mutex_unlock(&collNetLock);
+  *out = collNets[i];
+  return r;
+}
 
 static uint64_t collHostHash(void) {
   char buf[256] = {0};
@@ -120,13 +140,8 @@ static uint64_t collHostHash(void) {
 /* Everything after the arguments were checked; runs on the caller's thread or
  * on the non-blocking init thread. */
 static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, const char* netName) {
-  collResult_t r;
-  if (netName && strcmp(netName, collNetTcp.name) != 0)
-    return collSetError(collInvalidArgument, "net \"%s\" is not available (COLL_NET / config.netName); have: tcp",
-                        netName);
-  pthread_once(&collNetOnce, collNetInitOnce);
-  if ((r = collNetInitResult) != collSuccess) return r;
-  comm->net = &collNetTcp;
+  collResult_t r = collNetGet(netName, &comm->net);
+  if (r != collSuccess) return r;
   comm->netDev = 0;
   collPeerInfo* me;
   comm->peers = calloc((size_t)comm->nranks, sizeof(collPeerInfo));

@@ -27,7 +27,7 @@ static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     {"COLL_CHUNKSIZE", 1 << 19, 1024, "bytes per block of one pipeline slice"},
     {"COLL_NCHANNELS", 2, 1, "parallel channels (connection sets) a large call is spread over"},
     {"COLL_NSOCKS_PERTHREAD", 1, 1, "TCP sockets per connection; large messages are striped over them"},
-    {"COLL_SPIN_COUNT", 2000, 0, "progress polls before a waiting thread sleeps in poll()"},
+    {"COLL_SPIN_COUNT", 200, 0, "progress polls before a waiting thread sleeps in poll()"},
     {"COLL_CONNECT_TIMEOUT_MS", 60000, 100, "milliseconds to retry a refused connection during init"},
 };
 
