@@ -196,6 +196,7 @@ static void killChildren(const pid_t* pids, const int* alive, int n, int sig) {
  * signal) or the deadline passes, kills the rest. Returns the worst status
  * of the children that ended on their own (124 after the deadline). */
 static int waitChildren(const launchOpts_t* o, const pid_t* pids, int n) {
+  if (n <= 0) return 0;
   int* alive = calloc((size_t)n, sizeof(int));
   if (!alive) return LAUNCH_FAILED;
   for (int i = 0; i < n; i++) alive[i] = 1;
