@@ -161,6 +161,10 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
     if (comm->peers[i].version != COLL_VERSION_CODE || comm->peers[i].rank != i)
       return collSetError(collInvalidUsage, "rank %d on %s runs coll version %u, this rank runs %d", i,
                           comm->peers[i].host, comm->peers[i].version, COLL_VERSION_CODE);
+  for (int i = 0; i < comm->nranks; i++) comm->localRanks += comm->peers[i].hostHash == me->hostHash;
+  int64_t spin = collParamInt(COLL_PARAM_SPIN);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  comm->spinCount = spin >= 0 ? (int)spin : (comm->localRanks > cores ? 0 : 100);
   comm->conns = calloc((size_t)comm->nchannels * (size_t)comm->nranks, sizeof(collConn));
   comm->channels = calloc((size_t)comm->nchannels, sizeof(collChannel));
   if (!comm->conns || !comm->channels) return collSetError(collSystemError, "init: out of memory");
@@ -168,9 +172,10 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
   if (comm->rank == 0) collParamDump();
   collNetProperties_t props;
   comm->net->getProperties(comm->netDev, &props);
-  COLL_INFO(COLL_SUB_INIT, "rank %d/%d pid %d on %s: net %s device %s, %d channels, chunk %zu bytes, timeout %d s",
-            comm->rank, comm->nranks, (int)getpid(), collHostName(), comm->net->name, props.name, comm->nchannels,
-            comm->chunkBytes, comm->timeoutSec);
+  COLL_INFO(COLL_SUB_INIT, "rank %d/%d pid %d on %s (%d ranks on this node): net %s device %s, %d channels, chunk %zu bytes, "
+            "timeout %d s, spin %d",
+            comm->rank, comm->nranks, (int)getpid(), collHostName(), comm->localRanks, comm->net->name, props.name,
+            comm->nchannels, comm->chunkBytes, comm->timeoutSec, comm->spinCount);
   return collSuccess;
 }
 

@@ -64,6 +64,8 @@ struct collComm {
   collConn* conns; /* [nchannels * nranks] */
   collChannel* channels;
   int timeoutSec;
+  int localRanks;  /* ranks on this node (same host hash) */
+  int spinCount;   /* polls before sleeping, see COLL_SPIN_COUNT */
   size_t chunkBytes;
   volatile int abortFlag;
   collResult_t asyncError; /* atomic */

@@ -4,12 +4,11 @@
 #include <sched.h>
 
 #include "misc/log.h"
-#include "misc/param.h"
 #include "misc/socket.h"
 
 void collIdleInit(collComm_t comm, collIdle* w) {
   w->idle = 0;
-  w->spin = (int)collParamInt(COLL_PARAM_SPIN);
+  w->spin = comm->spinCount;
   w->deadline = comm->timeoutSec > 0 ? collTimeNow() + comm->timeoutSec : 0;
   w->nfds = 0;
 }

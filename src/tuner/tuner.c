@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "misc/log.h"
+#include "misc/param.h"
 
 static char collForced[COLL_FN_COUNT][32];
 static pthread_once_t collTunerOnce = PTHREAD_ONCE_INIT;
@@ -15,7 +16,7 @@ static const char* collFnKeys[COLL_FN_COUNT] = {"allreduce", "allgather", "reduc
                                                 "reduce",    "send",      "recv"};
 
 static void collTunerLoad(void) {
-  const char* env = getenv("COLL_ALGO");
+  const char* env = collParamStr(COLL_SPARAM_ALGO);
   if (!env || !*env) return;
   char buf[512];
   snprintf(buf, sizeof buf, "%s", env);
