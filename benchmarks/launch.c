@@ -43,6 +43,21 @@ static void sleepMs(long ms) {
   nanosleep(&ts, NULL);
 }
 
+/* Runs fn on comm, then destroys it (or aborts it when fn failed). */
+static int runAndRelease(collComm_t comm, launchRankFn fn, void* arg) {
+  int rc = fn(comm, arg);
+  if (rc == LAUNCH_FAILED) {
+    collCommAbort(comm);
+    return rc;
+  }
+  collResult_t res = collCommDestroy(comm);
+  if (res != collSuccess) {
+    launchReportError("collCommDestroy", res, NULL);
+    return LAUNCH_FAILED;
+  }
+  return rc;
+}
+
 /* Creates rank `rank` of nranks, runs fn, then destroys (or aborts) it. */
 static int runOneRank(const launchOpts_t* o, const collUniqueId* id,
                       int nranks, int rank, launchRankFn fn, void* arg) {
@@ -55,17 +70,7 @@ static int runOneRank(const launchOpts_t* o, const collUniqueId* id,
     launchReportError("collCommInitRankConfig", res, NULL);
     return LAUNCH_FAILED;
   }
-  int rc = fn(comm, arg);
-  if (rc == LAUNCH_FAILED) {
-    collCommAbort(comm);
-    return rc;
-  }
-  res = collCommDestroy(comm);
-  if (res != collSuccess) {
-    launchReportError("collCommDestroy", res, NULL);
-    return LAUNCH_FAILED;
-  }
-  return rc;
+  return runAndRelease(comm, fn, arg);
 }
 
 /* Shared state of the rank threads of one process. */
@@ -319,17 +324,7 @@ static int launchFromEnv(const launchOpts_t* o, launchRankFn fn, void* arg) {
     launchReportError("collCommInitFromEnv", res, NULL);
     return LAUNCH_FAILED;
   }
-  int rc = fn(comm, arg);
-  if (rc == LAUNCH_FAILED) {
-    collCommAbort(comm);
-    return rc;
-  }
-  res = collCommDestroy(comm);
-  if (res != collSuccess) {
-    launchReportError("collCommDestroy", res, NULL);
-    return LAUNCH_FAILED;
-  }
-  return rc;
+  return runAndRelease(comm, fn, arg);
 }
 
 /* Picks the mode (see launch.h) and runs the ranks. */

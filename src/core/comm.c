@@ -14,8 +14,8 @@
 #include "engine/engine.h"
 #include "misc/log.h"
 #include "misc/param.h"
-#include "transports/loopback/loopback.h"
-#include "transports/tcp/tcp.h"
+#include "core/net.h"
+#include "topo/topo.h"
 
 /* ---- registry of live communicators ---------------------------------- */
 static pthread_mutex_t collRegLock = PTHREAD_MUTEX_INITIALIZER;
@@ -94,87 +94,63 @@ void collCommSetAsyncError(collComm_t comm, collResult_t r, const char* msg) {
 }
 
 /* ---- init -------------------------------------------------------------- */
-/* Transports between processes, by COLL_NET / config.netName. The first is
- * the default. */
-static const collNet_v1_t* const collNets[] = {&collNetTcp, &collNetLoopback};
-#define COLL_NNETS ((int)(sizeof collNets / sizeof collNets[0]))
-static pthread_mutex_t collNetLock = PTHREAD_MUTEX_INITIALIZER;
-static int collNetReady[COLL_NNETS];
-
-static void collNetLog(int level, const char* fmt, ...) {
-  (void)level;
-  (void)fmt;
-}
-
-/* Finds and initializes (once) the transport called name (NULL = default). */
-static collResult_t collNetGet(const char* name, const collNet_v1_t** out) {
-  int i = 0;
-  if (name) {
-    while (i < COLL_NNETS && strcmp(collNets[i]->name, name) != 0) i++;
-    if (i == COLL_NNETS)
-      return collSetError(collInvalidArgument, "net \"%s\" is not available (COLL_NET / config.netName); have: tcp, loopback",
-                          name);
-  }
-  collResult_t r = collSuccess;
-  pthread_mutex_lock(&collNetLock);
-  if (!collNetReady[i] && (r = collNets[i]->init(collNetLog)) == collSuccess) collNetReady[i] = 1;
-  pthread_mutex_unlock(&collNetLock);
-  *out = collNets[i];
-  return r;
-}
-
-static uint64_t collHostHash(void) {
-  char buf[256] = {0};
-  gethostname(buf, 128);
-  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (f) {
-    size_t l = strlen(buf);
-    if (!fgets(buf + l, (int)(sizeof buf - l), f)) buf[l] = 0;
-    fclose(f);
-  }
-  uint64_t h = 1469598103934665603ull; /* FNV-1a */
-  for (char* c = buf; *c; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
-  return h;
-}
-
 /* Everything after the arguments were checked; runs on the caller's thread or
  * on the non-blocking init thread. */
 static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, const char* netName) {
-  collResult_t r = collNetGet(netName, &comm->net);
+  int n = comm->nranks;
+  collResult_t r = collNetGetInter(netName, &comm->nets[COLL_NET_INTER]);
   if (r != collSuccess) return r;
+  comm->nets[COLL_NET_INTRA] = collNetGetIntra();
   comm->netDev = 0;
-  collPeerInfo* me;
-  comm->peers = calloc((size_t)comm->nranks, sizeof(collPeerInfo));
-  if (!comm->peers) return collSetError(collSystemError, "init: out of memory");
-  me = &comm->peers[comm->rank];
-  if ((r = comm->net->listen(comm->netDev, me->netHandle, &comm->listenComm)) != collSuccess) return r;
-  if ((r = collBootInit(&comm->boot, id, comm->rank, comm->nranks, &comm->abortFlag, comm->timeoutSec)) !=
-      collSuccess)
+  comm->peers = calloc((size_t)n, sizeof(collPeerInfo));
+  comm->peerKind = calloc((size_t)n, 1);
+  comm->rankNode = calloc((size_t)n, sizeof(int));
+  if (!comm->peers || !comm->peerKind || !comm->rankNode) return collSetError(collSystemError, "init: out of memory");
+  collPeerInfo* me = &comm->peers[comm->rank];
+  for (int k = 0; k < COLL_NET_KINDS; k++) {
+    if (!comm->nets[k]) continue;
+    r = comm->nets[k]->listen(comm->netDev, me->netHandle[k], &comm->listenComms[k]);
+    if (r != collSuccess && k == COLL_NET_INTRA) { /* fall back to the inter-node transport */
+      COLL_INFO(COLL_SUB_INIT, "rank %d: %s transport unavailable (%s); using %s inside the node", comm->rank,
+                comm->nets[k]->name, collLastErrorMessage(), comm->nets[COLL_NET_INTER]->name);
+      comm->nets[k] = NULL;
+      continue;
+    }
+    if (r != collSuccess) return r;
+  }
+  me->hasIntra = comm->nets[COLL_NET_INTRA] != NULL;
+  if ((r = collBootInit(&comm->boot, id, comm->rank, n, &comm->abortFlag, comm->timeoutSec)) != collSuccess)
     return r;
   me->rank = comm->rank;
   me->pid = (int32_t)getpid();
   me->version = COLL_VERSION_CODE;
-  me->hostHash = collHostHash();
+  me->hostHash = collTopoHostHash();
   snprintf(me->host, sizeof me->host, "%s", collHostName());
   if ((r = collBootAllGather(&comm->boot, comm->peers, sizeof(collPeerInfo))) != collSuccess) return r;
-  for (int i = 0; i < comm->nranks; i++)
+  for (int i = 0; i < n; i++)
     if (comm->peers[i].version != COLL_VERSION_CODE || comm->peers[i].rank != i)
       return collSetError(collInvalidUsage, "rank %d on %s runs coll version %u, this rank runs %d", i,
                           comm->peers[i].host, comm->peers[i].version, COLL_VERSION_CODE);
-  for (int i = 0; i < comm->nranks; i++) comm->localRanks += comm->peers[i].hostHash == me->hostHash;
+  collTopoNodes(comm);
+  for (int i = 0; i < n; i++)
+    comm->peerKind[i] = me->hasIntra && comm->peers[i].hasIntra && comm->rankNode[i] == comm->node ? COLL_NET_INTRA
+                                                                                                   : COLL_NET_INTER;
   int64_t spin = collParamInt(COLL_PARAM_SPIN);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   comm->spinCount = spin >= 0 ? (int)spin : (comm->localRanks > cores ? 0 : 100);
-  comm->conns = calloc((size_t)comm->nchannels * (size_t)comm->nranks, sizeof(collConn));
+  comm->conns = calloc((size_t)comm->nchannels * (size_t)n, sizeof(collConn));
   comm->channels = calloc((size_t)comm->nchannels, sizeof(collChannel));
   if (!comm->conns || !comm->channels) return collSetError(collSystemError, "init: out of memory");
   comm->commHash = id->secret;
   if (comm->rank == 0) collParamDump();
   collNetProperties_t props;
-  comm->net->getProperties(comm->netDev, &props);
-  COLL_INFO(COLL_SUB_INIT, "rank %d/%d pid %d on %s (%d ranks on this node): net %s device %s, %d channels, chunk %zu bytes, "
-            "timeout %d s, spin %d",
-            comm->rank, comm->nranks, (int)getpid(), collHostName(), comm->localRanks, comm->net->name, props.name,
+  comm->nets[COLL_NET_INTER]->getProperties(comm->netDev, &props);
+  COLL_INFO(COLL_SUB_INIT,
+            "rank %d/%d pid %d on %s: node %d of %d, local rank %d of %d; inter-node %s (%s), intra-node %s; "
+            "%d channels, chunk %zu bytes, timeout %d s, spin %d",
+            comm->rank, n, (int)getpid(), collHostName(), comm->node, comm->nnodes, comm->localRank,
+            comm->localRanks, comm->nets[COLL_NET_INTER]->name, props.name,
+            comm->nets[COLL_NET_INTRA] ? comm->nets[COLL_NET_INTRA]->name : comm->nets[COLL_NET_INTER]->name,
             comm->nchannels, comm->chunkBytes, comm->timeoutSec, comm->spinCount);
   return collSuccess;
 }
@@ -188,9 +164,12 @@ typedef struct {
 static void collCommFreeResources(collComm_t comm) {
   collStreamsShutdown(comm);
   collEngineFree(comm);
-  if (comm->listenComm) comm->net->closeListen(comm->listenComm);
+  for (int k = 0; k < COLL_NET_KINDS; k++)
+    if (comm->listenComms[k]) comm->nets[k]->closeListen(comm->listenComms[k]);
   collBootClose(&comm->boot);
   free(comm->peers);
+  free(comm->peerKind);
+  free(comm->rankNode);
   pthread_mutex_destroy(&comm->qlock);
   pthread_cond_destroy(&comm->qcond);
   pthread_cond_destroy(&comm->qdone);

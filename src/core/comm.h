@@ -15,14 +15,17 @@
 #define COLL_HOST_LEN 64
 #define COLL_MAX_CHANNELS 64
 
+/* Transport kinds: between nodes (tcp, later ib) and inside a node (shm). */
+enum { COLL_NET_INTER = 0, COLL_NET_INTRA = 1, COLL_NET_KINDS = 2 };
+
 typedef struct {
   int32_t rank;
   int32_t pid;
   uint32_t version;
-  uint32_t pad;
+  uint32_t hasIntra; /* published an intra-node handle */
   uint64_t hostHash;
   char host[COLL_HOST_LEN];
-  char netHandle[COLL_NET_HANDLE_BYTES];
+  char netHandle[COLL_NET_KINDS][COLL_NET_HANDLE_BYTES];
 } collPeerInfo;
 
 typedef struct {
@@ -57,9 +60,13 @@ struct collComm {
   uint64_t commHash;
   collBootstrap boot;
   collPeerInfo* peers;
-  const collNet_v1_t* net;
+  const collNet_v1_t* nets[COLL_NET_KINDS]; /* [INTRA] NULL when unavailable */
+  void* listenComms[COLL_NET_KINDS];
+  uint8_t* peerKind; /* [nranks]: COLL_NET_INTER or COLL_NET_INTRA */
   int netDev;
-  void* listenComm;
+  /* node layout (ranks grouped by host hash, COLL_HOSTID overrides) */
+  int* rankNode;     /* [nranks]: node index, numbered by first rank */
+  int nnodes, node, localRank;
   int nchannels;
   collConn* conns; /* [nchannels * nranks] */
   collChannel* channels;
@@ -101,6 +108,10 @@ collResult_t collCommCheck(collComm_t comm, const char* fn);
  * collCommAbort on another thread waits for this call to leave). */
 collResult_t collCommEnter(collComm_t comm, const char* fn);
 void collCommLeave(collComm_t comm);
+/* The transport that carries traffic with `peer`. */
+static inline const collNet_v1_t* collPeerNet(const struct collComm* comm, int peer) {
+  return comm->nets[comm->peerKind[peer]];
+}
 /* Host name of a rank, for messages. */
 const char* collCommPeerHost(collComm_t comm, int rank);
 

@@ -26,10 +26,11 @@ typedef struct {
 } collConnHello;
 
 /* Waits for one transport request with the comm's deadline and abort flag. */
-static collResult_t collConnWait(collComm_t comm, void* req, size_t* size, double deadline) {
+static collResult_t collConnWait(collComm_t comm, const collNet_v1_t* net, void* req, size_t* size,
+                                 double deadline) {
   int done = 0;
   while (!done) {
-    collResult_t r = comm->net->test(req, &done, size);
+    collResult_t r = net->test(req, &done, size);
     if (r != collSuccess) return r;
     if (comm->abortFlag) return collSetError(collRemoteError, "communicator aborted");
     if (deadline > 0 && collTimeNow() > deadline) return collSetError(collTimeout, "connection handshake timed out");
@@ -45,9 +46,10 @@ collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** o
   collConn* c = &comm->conns[channel * comm->nranks + peer];
   if (c->sendComm) { *out = c->sendComm; return collSuccess; }
   double deadline = collConnDeadline(comm);
+  const collNet_v1_t* net = collPeerNet(comm, peer);
   void* sc = NULL;
   while (!sc) {
-    collResult_t r = comm->net->connect(comm->netDev, comm->peers[peer].netHandle, &sc);
+    collResult_t r = net->connect(comm->netDev, comm->peers[peer].netHandle[comm->peerKind[peer]], &sc);
     if (r != collSuccess)
       return collSetError(r, "rank %d: cannot connect to rank %d on %s (channel %d): %s", comm->rank, peer,
                           comm->peers[peer].host, channel, collLastErrorMessage());
@@ -59,30 +61,32 @@ collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** o
   collConnHello h = {COLL_CONN_MAGIC, comm->rank, channel, 0, comm->boot.secret};
   void* req = NULL;
   collResult_t r = collSuccess;
-  while (!req && r == collSuccess) r = comm->net->isend(sc, &h, sizeof h, NULL, &req);
+  while (!req && r == collSuccess) r = net->isend(sc, &h, sizeof h, NULL, &req);
   size_t sz;
-  if (r == collSuccess) r = collConnWait(comm, req, &sz, deadline);
+  if (r == collSuccess) r = collConnWait(comm, net, req, &sz, deadline);
   if (r != collSuccess) {
-    comm->net->closeSend(sc);
+    net->closeSend(sc);
     return collSetError(r, "rank %d: handshake with rank %d on %s failed: %s", comm->rank, peer,
                         comm->peers[peer].host, collLastErrorMessage());
   }
   c->sendComm = *out = sc;
-  COLL_TRACE(COLL_SUB_NET, "rank %d -> %d channel %d connected", comm->rank, peer, channel);
+  COLL_TRACE(COLL_SUB_NET, "rank %d -> %d channel %d connected over %s", comm->rank, peer, channel, net->name);
   return collSuccess;
 }
 
 collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** out) {
   double deadline = collConnDeadline(comm);
   collConn* want = &comm->conns[channel * comm->nranks + peer];
+  int kind = comm->peerKind[peer];
+  const collNet_v1_t* net = comm->nets[kind];
   while (!want->recvComm) {
     void* rc = NULL;
-    collResult_t r = comm->net->accept(comm->listenComm, &rc);
+    collResult_t r = net->accept(comm->listenComms[kind], &rc);
     if (r != collSuccess) return r;
     if (comm->abortFlag) return collSetError(collRemoteError, "communicator aborted");
     if (!rc) {
       int fd = -1;
-      if (comm->net->getPollFd(comm->listenComm, &fd) == collSuccess && fd >= 0) {
+      if (net->getPollFd(comm->listenComms[kind], &fd) == collSuccess && fd >= 0) {
         struct pollfd pfd = {fd, POLLIN, 0};
         poll(&pfd, 1, 10);
       }
@@ -94,13 +98,13 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
     collConnHello h;
     void* req = NULL;
     size_t sz = 0;
-    while (!req && r == collSuccess) r = comm->net->irecv(rc, &h, sizeof h, NULL, &req);
-    if (r == collSuccess) r = collConnWait(comm, req, &sz, collTimeNow() + 10.0);
+    while (!req && r == collSuccess) r = net->irecv(rc, &h, sizeof h, NULL, &req);
+    if (r == collSuccess) r = collConnWait(comm, net, req, &sz, collTimeNow() + 10.0);
     if (r != collSuccess || sz != sizeof h || h.magic != COLL_CONN_MAGIC || h.secret != comm->boot.secret ||
         h.rank < 0 || h.rank >= comm->nranks || h.channel < 0 || h.channel >= comm->nchannels ||
-        comm->conns[h.channel * comm->nranks + h.rank].recvComm) {
-      COLL_WARN(COLL_SUB_NET, "rank %d: dropped an incoming connection with a bad hello", comm->rank);
-      comm->net->closeRecv(rc);
+        comm->peerKind[h.rank] != kind || comm->conns[h.channel * comm->nranks + h.rank].recvComm) {
+      COLL_WARN(COLL_SUB_NET, "rank %d: dropped an incoming %s connection with a bad hello", comm->rank, net->name);
+      net->closeRecv(rc);
       collClearError();
       continue;
     }
@@ -112,10 +116,11 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
 }
 
 void collEngineFree(collComm_t comm) {
-  if (comm->conns && comm->net) {
+  if (comm->conns && comm->peerKind) {
     for (int i = 0; i < comm->nchannels * comm->nranks; i++) {
-      if (comm->conns[i].sendComm) comm->net->closeSend(comm->conns[i].sendComm);
-      if (comm->conns[i].recvComm) comm->net->closeRecv(comm->conns[i].recvComm);
+      const collNet_v1_t* net = collPeerNet(comm, i % comm->nranks);
+      if (comm->conns[i].sendComm) net->closeSend(comm->conns[i].sendComm);
+      if (comm->conns[i].recvComm) net->closeRecv(comm->conns[i].recvComm);
     }
   }
   free(comm->conns);

@@ -63,7 +63,8 @@ static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, co
   run->sliceOff = run->slice * x->sliceElems;
   run->sliceCount = x->blockCount - run->sliceOff < x->sliceElems ? x->blockCount - run->sliceOff : x->sliceElems;
   run->phase = 0;
-  collSchedArgs a = {x->op->fn, comm->nranks, comm->rank, x->op->root, run->sliceCount, x->inPlace};
+  collSchedArgs a = {x->op->fn, comm->nranks, comm->rank, x->op->root, run->sliceCount, x->inPlace,
+                     comm->rankNode, comm->nnodes};
   collSchedReset(&ch->sched);
   collResult_t r = x->algo->build(&a, &ch->sched);
   if (r != collSuccess) return collSetError(r, "engine: algorithm %s failed to build a schedule", x->algo->name);
@@ -118,16 +119,17 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
     size_t n = step->kind == COLL_STEP_SEND ? step->src.count : step->dst.count;
     size_t bytes = n * x->esize;
     collConn* conn = step->peer >= 0 ? &comm->conns[c * comm->nranks + step->peer] : NULL;
+    const collNet_v1_t* net = step->peer >= 0 ? collPeerNet(comm, step->peer) : NULL;
     if (st[i].state == 0) {
       collResult_t r = collSuccess;
       if (n == 0) {
         st[i].state = 2;
       } else if (step->kind == COLL_STEP_SEND) {
-        r = comm->net->isend(conn->sendComm, collRegionPtr(x, ch, run, &step->src), bytes, NULL, &st[i].req);
+        r = net->isend(conn->sendComm, collRegionPtr(x, ch, run, &step->src), bytes, NULL, &st[i].req);
       } else if (step->kind == COLL_STEP_RECV) {
-        r = comm->net->irecv(conn->recvComm, collRegionPtr(x, ch, run, &step->dst), bytes, NULL, &st[i].req);
+        r = net->irecv(conn->recvComm, collRegionPtr(x, ch, run, &step->dst), bytes, NULL, &st[i].req);
       } else if (step->kind == COLL_STEP_RECV_REDUCE) {
-        r = comm->net->irecv(conn->recvComm, ch->staging + st[i].stagingOff, bytes, NULL, &st[i].req);
+        r = net->irecv(conn->recvComm, ch->staging + st[i].stagingOff, bytes, NULL, &st[i].req);
       } else if (step->kind == COLL_STEP_COPY) {
         memmove(collRegionPtr(x, ch, run, &step->dst), collRegionPtr(x, ch, run, &step->src), bytes);
         st[i].state = 2;
@@ -147,7 +149,7 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
     if (st[i].state == 1) {
       int done = 0;
       size_t got = 0;
-      collResult_t r = comm->net->test(st[i].req, &done, &got);
+      collResult_t r = net->test(st[i].req, &done, &got);
       if (r != collSuccess) {
         *err = collSetError(r, "rank %d: transfer with rank %d (%s) failed: %s", comm->rank, step->peer,
                             collCommPeerHost(comm, step->peer), collLastErrorMessage());
@@ -171,7 +173,7 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
     if (st[i].state != 2) {
       pending = 1;
       *waitPeer = step->peer;
-      collIdleAdd(comm, idle, step->kind == COLL_STEP_SEND ? conn->sendComm : conn->recvComm,
+      collIdleAdd(idle, net, step->kind == COLL_STEP_SEND ? conn->sendComm : conn->recvComm,
                   step->kind == COLL_STEP_SEND ? POLLOUT : POLLIN);
     }
   }

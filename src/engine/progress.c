@@ -13,9 +13,9 @@ void collIdleInit(collComm_t comm, collIdle* w) {
   w->nfds = 0;
 }
 
-void collIdleAdd(collComm_t comm, collIdle* w, void* netComm, short events) {
+void collIdleAdd(collIdle* w, const collNet_v1_t* net, void* netComm, short events) {
   int fd = -1;
-  if (w->nfds >= COLL_MAX_POLLFDS || comm->net->getPollFd(netComm, &fd) != collSuccess || fd < 0) return;
+  if (w->nfds >= COLL_MAX_POLLFDS || net->getPollFd(netComm, &fd) != collSuccess || fd < 0) return;
   w->fds[w->nfds].fd = fd;
   w->fds[w->nfds].events = events;
   w->fds[w->nfds].revents = 0;

@@ -21,7 +21,7 @@ typedef struct {
 
 void collIdleInit(collComm_t comm, collIdle* w);
 /* Adds a transport comm's fd for POLLIN (recv) or POLLOUT (send). */
-void collIdleAdd(collComm_t comm, collIdle* w, void* netComm, short events);
+void collIdleAdd(collIdle* w, const collNet_v1_t* net, void* netComm, short events);
 /* Call once per loop iteration. Returns collSuccess to continue. */
 collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const char* what, int waitPeer);
 /* Records a failure on the comm (aborting it) and returns r. */

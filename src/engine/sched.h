@@ -79,6 +79,10 @@ typedef struct {
   int root;     /* broadcast/reduce; ignored otherwise */
   size_t count; /* elements per block in this slice (see header) */
   int inPlace;  /* user sendbuff aliases the rank's part of recvbuff */
+  /* Node layout (identical on every rank): node index of each rank, nodes
+   * numbered 0..nnodes-1 in order of their first rank. NULL = one node. */
+  const int* rankNode;
+  int nnodes;
 } collSchedArgs;
 
 typedef struct {

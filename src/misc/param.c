@@ -21,25 +21,27 @@ typedef struct {
   const char* doc;
 } collStrParamDesc;
 
-/* Keep in the order of collIntParam / collStrParam. */
+/* Indexed by collIntParam / collStrParam. */
 static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
-    {"COLL_TIMEOUT", 1800, 0, "seconds an operation may wait before the communicator aborts with collTimeout (0 = never)"},
-    {"COLL_CHUNKSIZE", 1 << 19, 1024, "bytes per block of one pipeline slice"},
-    {"COLL_NCHANNELS", 2, 1, "parallel channels (connection sets) a large call is spread over"},
-    {"COLL_NSOCKS_PERTHREAD", 1, 1, "TCP sockets per connection; large messages are striped over them"},
-    {"COLL_SPIN_COUNT", -1, -1, "progress polls before a waiting thread sleeps in poll(); -1: 100, or 0 when this node has more ranks than cores"},
-    {"COLL_CONNECT_TIMEOUT_MS", 60000, 100, "milliseconds to retry a refused connection during init"},
+    [COLL_PARAM_TIMEOUT] = {"COLL_TIMEOUT", 1800, 0, "seconds an operation may wait before the communicator aborts with collTimeout (0 = never)"},
+    [COLL_PARAM_CHUNKSIZE] = {"COLL_CHUNKSIZE", 1 << 19, 1024, "bytes per block of one pipeline slice"},
+    [COLL_PARAM_NCHANNELS] = {"COLL_NCHANNELS", 2, 1, "parallel channels (connection sets) a large call is spread over"},
+    [COLL_PARAM_NSOCKS] = {"COLL_NSOCKS_PERTHREAD", 1, 1, "TCP sockets per connection; large messages are striped over them"},
+    [COLL_PARAM_SPIN] = {"COLL_SPIN_COUNT", -1, -1, "progress polls before a waiting thread sleeps in poll(); -1: 100, or 0 when this node has more ranks than cores"},
+    [COLL_PARAM_CONNECT_RETRY_MS] = {"COLL_CONNECT_TIMEOUT_MS", 60000, 100, "milliseconds to retry a refused connection during init"},
+    [COLL_PARAM_SHM_DISABLE] = {"COLL_SHM_DISABLE", 0, 0, "1: never use shared memory between ranks of a node (use the network transport)"},
 };
 
 static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
-    {"COLL_SOCKET_IFNAME", NULL, "interfaces to use: prefix list, ^ excludes, = exact (e.g. eth, ^docker, =eth0)"},
-    {"COLL_SOCKET_FAMILY", NULL, "AF_INET or AF_INET6 to force an address family"},
-    {"COLL_COMM_ID", NULL, "host:port of the rendezvous (rank 0 listens) for collCommInitFromEnv / collGetUniqueId"},
-    {"COLL_NET", NULL, "transport for the data path: tcp (default) or loopback (ranks as threads of one process)"},
-    {"COLL_DEBUG", NULL, "log level: WARN, INFO, TRACE"},
-    {"COLL_DEBUG_SUBSYS", NULL, "subsystems to log: INIT,BOOT,NET,COLL,ENGINE,TUNE,ENV,ALL (^ excludes)"},
-    {"COLL_DEBUG_FILE", NULL, "write logs to this file (%h host, %p pid) instead of stderr"},
-    {"COLL_ALGO", NULL, "force algorithms: a name for all (ring) or per collective (allreduce:ring;broadcast:chain)"},
+    [COLL_SPARAM_SOCKET_IFNAME] = {"COLL_SOCKET_IFNAME", NULL, "interfaces to use: prefix list, ^ excludes, = exact (e.g. eth, ^docker, =eth0)"},
+    [COLL_SPARAM_SOCKET_FAMILY] = {"COLL_SOCKET_FAMILY", NULL, "AF_INET or AF_INET6 to force an address family"},
+    [COLL_SPARAM_COMM_ID] = {"COLL_COMM_ID", NULL, "host:port of the rendezvous (rank 0 listens) for collCommInitFromEnv / collGetUniqueId"},
+    [COLL_SPARAM_NET] = {"COLL_NET", NULL, "transport for the data path: tcp (default) or loopback (ranks as threads of one process)"},
+    [COLL_SPARAM_DEBUG] = {"COLL_DEBUG", NULL, "log level: WARN, INFO, TRACE"},
+    [COLL_SPARAM_DEBUG_SUBSYS] = {"COLL_DEBUG_SUBSYS", NULL, "subsystems to log: INIT,BOOT,NET,COLL,ENGINE,TUNE,ENV,ALL (^ excludes)"},
+    [COLL_SPARAM_DEBUG_FILE] = {"COLL_DEBUG_FILE", NULL, "write logs to this file (%h host, %p pid) instead of stderr"},
+    [COLL_SPARAM_HOSTID] = {"COLL_HOSTID", NULL, "node identity used to group ranks (default: hostname + boot id); tests emulate nodes with it"},
+    [COLL_SPARAM_ALGO] = {"COLL_ALGO", NULL, "force algorithms: a name for all (ring) or per collective (allreduce:ring;broadcast:chain)"},
 };
 
 static int64_t collIntValues[COLL_PARAM_COUNT_INT];

@@ -1,0 +1,53 @@
+/* net.c - the table of transports and their one-time initialization. */
+#include "core/net.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "misc/log.h"
+#include "misc/param.h"
+#include "transports/loopback/loopback.h"
+#include "transports/shm/shm.h"
+#include "transports/tcp/tcp.h"
+
+/* Inter-node transports by COLL_NET / config.netName; the first is the default. */
+static const collNet_v1_t* const collInterNets[] = {&collNetTcp, &collNetLoopback};
+#define COLL_NINTER ((int)(sizeof collInterNets / sizeof collInterNets[0]))
+static pthread_mutex_t collNetLock = PTHREAD_MUTEX_INITIALIZER;
+static int collInterReady[COLL_NINTER];
+static int collIntraState; /* 0 untried, 1 ready, -1 unavailable */
+
+static void collNetLog(int level, const char* fmt, ...) {
+  (void)level;
+  (void)fmt;
+}
+
+collResult_t collNetGetInter(const char* name, const collNet_v1_t** out) {
+  int i = 0;
+  if (name) {
+    while (i < COLL_NINTER && strcmp(collInterNets[i]->name, name) != 0) i++;
+    if (i == COLL_NINTER)
+      return collSetError(collInvalidArgument,
+                          "net \"%s\" is not available (COLL_NET / config.netName); have: tcp, loopback", name);
+  }
+  collResult_t r = collSuccess;
+  pthread_mutex_lock(&collNetLock);
+  if (!collInterReady[i] && (r = collInterNets[i]->init(collNetLog)) == collSuccess) collInterReady[i] = 1;
+  pthread_mutex_unlock(&collNetLock);
+  *out = collInterNets[i];
+  return r;
+}
+
+const collNet_v1_t* collNetGetIntra(void) {
+  if (collParamInt(COLL_PARAM_SHM_DISABLE)) return NULL;
+  pthread_mutex_lock(&collNetLock);
+  if (collIntraState == 0) {
+    collResult_t r = collNetShm.init(collNetLog);
+    collIntraState = r == collSuccess ? 1 : -1;
+    if (r != collSuccess)
+      COLL_INFO(COLL_SUB_INIT, "shared-memory transport unavailable: %s", collLastErrorMessage());
+  }
+  int ok = collIntraState == 1;
+  pthread_mutex_unlock(&collNetLock);
+  return ok ? &collNetShm : NULL;
+}
