@@ -467,7 +467,7 @@ static int simRunAll(simCtx* X, collSchedBuildFn build) {
     simRank* R = &X->rk[r];
     R->inPlace = cfg->place == COLL_SIM_IN_PLACE ||
                  (cfg->place == COLL_SIM_IN_PLACE_ODD && (r & 1));
-    collSchedArgs a = {cfg->fn, X->N, r, cfg->root, cfg->count, R->inPlace};
+    collSchedArgs a = {cfg->fn, X->N, r, cfg->root, cfg->count, R->inPlace, cfg->rankNode, cfg->nnodes};
     collSchedReset(&R->s);
     collResult_t rc = build(&a, &R->s);
     if (rc != collSuccess)

@@ -61,6 +61,8 @@ typedef struct {
   size_t count;       /* per-block count handed to the builder */
   collSimPlace place;
   int eager;          /* 0: rendezvous SENDs (strict), 1: eager SENDs */
+  const int* rankNode; /* node of each rank (NULL = one node) */
+  int nnodes;
 } collSimConfig;
 
 typedef struct {

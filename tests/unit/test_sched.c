@@ -174,7 +174,7 @@ static void test_registry(void** state) {
 static void test_builder_args(void** state) {
   (void)state;
   collSched s = {0};
-  collSchedArgs a = {COLL_FN_BROADCAST, 4, 0, 4, 8, 0}; /* root 4: bad */
+  collSchedArgs a = {COLL_FN_BROADCAST, 4, 0, 4, 8, 0, NULL, 1}; /* root 4: bad */
   assert_int_equal(collChainBuild(&a, &s), collInvalidArgument);
   a.root = -1;
   assert_int_equal(collChainBuild(&a, &s), collInvalidArgument);
