@@ -44,7 +44,7 @@ static collSchedBuildFn defaultBuilder(collFunc fn) {
 static void runOk(collFunc fn, int n, int root, size_t count,
                   collSimPlace place, int eager, collSchedBuildFn build,
                   collSimResult* res) {
-  collSimConfig cfg = {fn, n, root, count, place, eager};
+  collSimConfig cfg = {fn, n, root, count, place, eager, NULL, 1};
   if (!collSimRun(&cfg, build, res))
     fail_msg("%s nranks=%d root=%d count=%zu place=%d eager=%d: %s",
              collSimFnName(fn), n, root, count, (int)place, eager, res->msg);
@@ -53,7 +53,7 @@ static void runOk(collFunc fn, int n, int root, size_t count,
 static void runBad(collFunc fn, int n, int root, size_t count,
                    collSimPlace place, int eager, collSchedBuildFn build,
                    const char* expect) {
-  collSimConfig cfg = {fn, n, root, count, place, eager};
+  collSimConfig cfg = {fn, n, root, count, place, eager, NULL, 1};
   collSimResult res;
   if (collSimRun(&cfg, build, &res))
     fail_msg("broken %s schedule (nranks=%d count=%zu) passed the checker",
