@@ -115,14 +115,18 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
   return collSuccess;
 }
 
-void collEngineFree(collComm_t comm) {
-  if (comm->conns && comm->peerKind) {
-    for (int i = 0; i < comm->nchannels * comm->nranks; i++) {
-      const collNet_v1_t* net = collPeerNet(comm, i % comm->nranks);
-      if (comm->conns[i].sendComm) net->closeSend(comm->conns[i].sendComm);
-      if (comm->conns[i].recvComm) net->closeRecv(comm->conns[i].recvComm);
-    }
+void collEngineCloseConns(collComm_t comm) {
+  if (!comm->conns || !comm->peerKind) return;
+  for (int i = 0; i < comm->nchannels * comm->nranks; i++) {
+    const collNet_v1_t* net = collPeerNet(comm, i % comm->nranks);
+    if (comm->conns[i].sendComm) net->closeSend(comm->conns[i].sendComm);
+    if (comm->conns[i].recvComm) net->closeRecv(comm->conns[i].recvComm);
+    comm->conns[i].sendComm = comm->conns[i].recvComm = NULL;
   }
+}
+
+void collEngineFree(collComm_t comm) {
+  collEngineCloseConns(comm);
   free(comm->conns);
   comm->conns = NULL;
   if (comm->channels) {

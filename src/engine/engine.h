@@ -25,6 +25,9 @@ collResult_t collEngineRun(collComm_t comm, const collOp* ops, int nops);
 /* Establishes (lazily, once) the connection to `peer` on `channel`. */
 collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** sendComm);
 collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** recvComm);
+/* Closes every connection (peers waiting on this rank then fail at once
+ * instead of at their timeout). Called when the communicator fails. */
+void collEngineCloseConns(collComm_t comm);
 /* Frees channel memory and closes every connection. */
 void collEngineFree(collComm_t comm);
 

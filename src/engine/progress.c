@@ -24,6 +24,7 @@ void collIdleAdd(collIdle* w, const collNet_v1_t* net, void* netComm, short even
 
 collResult_t collEngineFail(collComm_t comm, collResult_t r) {
   collCommSetAsyncError(comm, r, collLastErrorMessage());
+  collEngineCloseConns(comm); /* propagate: peers blocked on us fail fast */
   return r;
 }
 

@@ -108,10 +108,13 @@ void collLog(int level, int subsys, const char* file, int line, const char* fmt,
 }
 
 collResult_t collSetError(collResult_t code, const char* fmt, ...) {
+  /* Format aside first: callers often pass collLastErrorMessage() itself. */
+  char msg[sizeof collLastError];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(collLastError, sizeof collLastError, fmt, ap);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  memcpy(collLastError, msg, sizeof msg);
   collLog(COLL_LOG_WARN, COLL_SUB_ALL, __FILE__, __LINE__, "%s (%s)", collLastError,
           collGetErrorString(code));
   return code;
