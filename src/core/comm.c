@@ -229,6 +229,7 @@ collResult_t collCommInitRankConfig(collComm_t* out, int nranks, collUniqueId co
   int64_t nch = collParamInt(COLL_PARAM_NCHANNELS);
   comm->nchannels = nch > COLL_MAX_CHANNELS ? COLL_MAX_CHANNELS : (int)nch;
   comm->chunkBytes = (size_t)collParamInt(COLL_PARAM_CHUNKSIZE);
+  comm->checkCalls = collParamInt(COLL_PARAM_CHECK) != 0;
   pthread_mutex_init(&comm->qlock, NULL);
   pthread_cond_init(&comm->qcond, NULL);
   pthread_cond_init(&comm->qdone, NULL);

@@ -73,6 +73,7 @@ struct collComm {
   int timeoutSec;
   int localRanks;  /* ranks on this node (same host hash) */
   int spinCount;   /* polls before sleeping, see COLL_SPIN_COUNT */
+  int checkCalls;  /* COLL_CHECK: verify call signatures across ranks */
   size_t chunkBytes;
   volatile int abortFlag;
   collResult_t asyncError; /* atomic */

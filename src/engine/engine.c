@@ -267,7 +267,9 @@ collResult_t collEngineRun(collComm_t comm, const collOp* ops, int nops) {
       r = collRunP2p(comm, ops + i, j - i);
       i = j;
     } else {
-      r = collRunCollective(comm, &ops[i]);
+      r = comm->checkCalls ? collCheckSignature(comm, &ops[i]) : collSuccess;
+      if (r == collSuccess) r = collRunCollective(comm, &ops[i]);
+      else collEngineFail(comm, r);
       i++;
     }
     comm->opCount++;

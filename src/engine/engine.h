@@ -22,6 +22,11 @@ typedef struct collOp {
  * Returns collRemoteError / collTimeout (and aborts the comm) on failure. */
 collResult_t collEngineRun(collComm_t comm, const collOp* ops, int nops);
 
+/* COLL_CHECK=1: verifies that every rank issued the same collective (same
+ * function, count, data type, op, root). collInvalidUsage names the first
+ * differing rank and both signatures. */
+collResult_t collCheckSignature(collComm_t comm, const collOp* op);
+
 /* Establishes (lazily, once) the connection to `peer` on `channel`. */
 collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** sendComm);
 collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** recvComm);

@@ -29,6 +29,7 @@ static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     [COLL_PARAM_NSOCKS] = {"COLL_NSOCKS_PERTHREAD", 1, 1, "TCP sockets per connection; large messages are striped over them"},
     [COLL_PARAM_SPIN] = {"COLL_SPIN_COUNT", -1, -1, "progress polls before a waiting thread sleeps in poll(); -1: 100, or 0 when this node has more ranks than cores"},
     [COLL_PARAM_CONNECT_RETRY_MS] = {"COLL_CONNECT_TIMEOUT_MS", 60000, 100, "milliseconds to retry a refused connection during init"},
+    [COLL_PARAM_CHECK] = {"COLL_CHECK", 0, 0, "1: before each collective verify that every rank called it with the same count, type, op and root"},
     [COLL_PARAM_SHM_DISABLE] = {"COLL_SHM_DISABLE", 0, 0, "1: never use shared memory between ranks of a node (use the network transport)"},
 };
 

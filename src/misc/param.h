@@ -12,6 +12,7 @@ typedef enum {
   COLL_PARAM_SPIN,           /* COLL_SPIN_COUNT, polls before sleeping */
   COLL_PARAM_CONNECT_RETRY_MS, /* COLL_CONNECT_TIMEOUT_MS */
   COLL_PARAM_SHM_DISABLE,    /* COLL_SHM_DISABLE */
+  COLL_PARAM_CHECK,          /* COLL_CHECK */
   COLL_PARAM_COUNT_INT
 } collIntParam;
 

@@ -12,7 +12,9 @@
  *  many    : 64 communicators (collCommSplit) alive at once per process,
  *            used, destroyed in shuffled order; afterwards the process has
  *            the same fds and threads as before.
- * Usage: test_faults killed|mismatch|garbage|many
+ *  check   : the same mismatch with COLL_CHECK=1 fails before any data moves
+ *            with collInvalidUsage naming the differing rank on every rank.
+ * Usage: test_faults killed|mismatch|check|garbage|many
  */
 #include <dirent.h>
 #include <signal.h>
@@ -144,7 +146,7 @@ static int mismatchBody(collComm_t comm, int rank, int nranks, void* arg) {
   memset(buf + bytes, 0xA5, GUARD);
   collResult_t r;
   double t0 = now();
-  if (mode == 0) /* rank 0 all-gathers, the others all-reduce */
+  if (mode != 1) /* rank 0 all-gathers, the others all-reduce */
     r = rank == 0 ? collAllGather(send, buf, count, collFloat, comm, NULL)
                   : collAllReduce(send, buf, count, collFloat, collSum, comm, NULL);
   else /* the last rank passes a smaller count */
@@ -155,6 +157,10 @@ static int mismatchBody(collComm_t comm, int rank, int nranks, void* arg) {
   if (fails) fprintf(stderr, "rank %d: %d guard bytes overwritten\n", rank, fails);
   if (r == collSuccess) {
     fprintf(stderr, "rank %d: mismatched call returned success\n", rank);
+    fails++;
+  } else if (mode == 2 && (r != collInvalidUsage || !strstr(collGetLastError(comm), "COLL_CHECK: rank 1"))) {
+    fprintf(stderr, "rank %d: COLL_CHECK should name rank 1, got %s: %s\n", rank, collGetErrorString(r),
+            collGetLastError(comm));
     fails++;
   } else {
     printf("rank %d: %s after %.2f s: %s\n", rank, collGetErrorString(r), took, collGetLastError(comm));
@@ -264,12 +270,16 @@ int main(int argc, char** argv) {
     int m0 = 0, m1 = 1;
     rc = collMpRun(3, 60, mismatchBody, &m0);
     rc |= collMpRun(3, 60, mismatchBody, &m1);
+  } else if (strcmp(what, "check") == 0) {
+    setenv("COLL_CHECK", "1", 1);
+    int m2 = 2;
+    rc = collMpRun(3, 60, mismatchBody, &m2);
   } else if (strcmp(what, "garbage") == 0) {
     rc = runGarbage();
   } else if (strcmp(what, "many") == 0) {
     rc = collMpRun(2, 240, manyBody, NULL);
   } else {
-    fprintf(stderr, "usage: %s killed|mismatch|garbage|many\n", argv[0]);
+    fprintf(stderr, "usage: %s killed|mismatch|check|garbage|many\n", argv[0]);
     return 2;
   }
   printf("faults %s: %d passed, %d failed\n", what, rc ? 0 : 1, rc ? 1 : 0);
