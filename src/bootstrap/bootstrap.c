@@ -32,6 +32,20 @@ typedef struct {
   uint64_t secret;
 } collBootRootArgs;
 
+int collBootHelloValid(const void* buf, size_t len, uint64_t secret, int nranks, int* rank, int* helloNranks) {
+  collBootHello h;
+  if (len != sizeof h) return 0;
+  memcpy(&h, buf, sizeof h);
+  if (h.magic != COLL_BOOT_MAGIC || h.secret != secret || h.version != COLL_VERSION_CODE || h.nranks < 1 ||
+      h.nranks > 65536 || h.rank < 0 || h.rank >= h.nranks || (nranks > 0 && h.nranks != nranks))
+    return 0;
+  int fam = h.ringAddr.sa.sa_family;
+  if (fam != AF_INET && fam != AF_INET6) return 0;
+  *rank = h.rank;
+  *helloNranks = h.nranks;
+  return 1;
+}
+
 uint64_t collRandom64(void) {
   uint64_t v = 0;
   if (getrandom(&v, sizeof v, 0) != (ssize_t)sizeof v) {
@@ -60,10 +74,9 @@ static void* collBootRootThread(void* arg) {
       goto out;
     }
     collBootHello h;
+    int hr, hn;
     if (collSocketRecvAll(fd, &h, sizeof h, collTimeNow() + 5.0, NULL) != collSuccess ||
-        h.magic != COLL_BOOT_MAGIC || h.secret != a.secret || h.version != COLL_VERSION_CODE ||
-        h.nranks < 1 || h.nranks > 65536 || h.rank < 0 || h.rank >= h.nranks ||
-        (nranks > 0 && h.nranks != nranks)) {
+        !collBootHelloValid(&h, sizeof h, a.secret, nranks, &hr, &hn)) {
       COLL_WARN(COLL_SUB_BOOT,
                 "bootstrap root: dropped a connection with a bad hello (wrong secret, version or rank)");
       close(fd);

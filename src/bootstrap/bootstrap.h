@@ -45,6 +45,11 @@ collResult_t collBootInit(collBootstrap* b, const collBootId* id, int rank,
 collResult_t collBootAllGather(collBootstrap* b, void* all, size_t bytes);
 collResult_t collBootBarrier(collBootstrap* b);
 void collBootClose(collBootstrap* b);
+/* Checks a hello the root received (len bytes from the network): magic,
+ * secret, version, rank < nranks <= 65536, the job's nranks (nranks <= 0:
+ * not known yet), address family. Returns 1 and the rank and nranks it
+ * claims when valid, else 0. Never reads past len. */
+int collBootHelloValid(const void* buf, size_t len, uint64_t secret, int nranks, int* rank, int* helloNranks);
 /* 64-bit random from getrandom(2). */
 uint64_t collRandom64(void);
 

@@ -25,6 +25,19 @@ typedef struct {
   uint64_t secret;
 } collConnHello;
 
+int collConnHelloValid(const void* buf, size_t len, uint64_t secret, int nranks, int nchannels, int* rank,
+                       int* channel) {
+  collConnHello h;
+  if (len != sizeof h) return 0;
+  memcpy(&h, buf, sizeof h);
+  if (h.magic != COLL_CONN_MAGIC || h.secret != secret || h.rank < 0 || h.rank >= nranks || h.channel < 0 ||
+      h.channel >= nchannels)
+    return 0;
+  *rank = h.rank;
+  *channel = h.channel;
+  return 1;
+}
+
 /* Waits for one transport request with the comm's deadline and abort flag. */
 static collResult_t collConnWait(collComm_t comm, const collNet_v1_t* net, void* req, size_t* size,
                                  double deadline) {
@@ -100,16 +113,17 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
     size_t sz = 0;
     while (!req && r == collSuccess) r = net->irecv(rc, &h, sizeof h, NULL, &req);
     if (r == collSuccess) r = collConnWait(comm, net, req, &sz, collTimeNow() + 10.0);
-    if (r != collSuccess || sz != sizeof h || h.magic != COLL_CONN_MAGIC || h.secret != comm->boot.secret ||
-        h.rank < 0 || h.rank >= comm->nranks || h.channel < 0 || h.channel >= comm->nchannels ||
-        comm->peerKind[h.rank] != kind || comm->conns[h.channel * comm->nranks + h.rank].recvComm) {
+    int hr = -1, hc = -1;
+    if (r != collSuccess ||
+        !collConnHelloValid(&h, sz, comm->boot.secret, comm->nranks, comm->nchannels, &hr, &hc) ||
+        comm->peerKind[hr] != kind || comm->conns[hc * comm->nranks + hr].recvComm) {
       COLL_WARN(COLL_SUB_NET, "rank %d: dropped an incoming %s connection with a bad hello", comm->rank, net->name);
       net->closeRecv(rc);
       collClearError();
       continue;
     }
-    comm->conns[h.channel * comm->nranks + h.rank].recvComm = rc;
-    COLL_TRACE(COLL_SUB_NET, "rank %d <- %d channel %d accepted", comm->rank, h.rank, h.channel);
+    comm->conns[hc * comm->nranks + hr].recvComm = rc;
+    COLL_TRACE(COLL_SUB_NET, "rank %d <- %d channel %d accepted", comm->rank, hr, hc);
   }
   *out = want->recvComm;
   return collSuccess;

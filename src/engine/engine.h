@@ -27,6 +27,12 @@ collResult_t collEngineRun(collComm_t comm, const collOp* ops, int nops);
  * differing rank and both signatures. */
 collResult_t collCheckSignature(collComm_t comm, const collOp* op);
 
+/* Checks a connection hello (len bytes from the network): magic, the job's
+ * secret, rank < nranks, channel < nchannels. 1 = valid (rank and channel
+ * written), 0 = drop the connection. Never reads past len. */
+int collConnHelloValid(const void* buf, size_t len, uint64_t secret, int nranks, int nchannels, int* rank,
+                       int* channel);
+
 /* Establishes (lazily, once) the connection to `peer` on `channel`. */
 collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** sendComm);
 collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** recvComm);
