@@ -187,30 +187,33 @@ static int garbageBody(collComm_t comm, int rank, int nranks, void* arg) {
   return r != collSuccess || s != nranks * (nranks + 1) / 2;
 }
 
-static int runGarbage(void) {
-  collUniqueId id;
-  if (collGetUniqueId(&id) != collSuccess) return 1;
+/* Runs in the harness parent after the fork: creates the id, then connects
+ * three strangers to its root (garbage, wrong secret, silence). */
+static int garbagePrepare(collUniqueId* id, void* arg) {
+  int* fds = arg;
+  if (collGetUniqueId(id) != collSuccess) return 1;
   collBootId bid;
-  memcpy(&bid, id.internal, sizeof bid);
-  /* a stranger sending garbage, one with the wrong secret, one that says nothing */
-  int fds[3];
-  for (int k = 0; k < 3; k++) {
+  memcpy(&bid, id->internal, sizeof bid);
+  for (int k = 0; k < 3; k++)
     if (collSocketConnect(&bid.root, &fds[k], now() + 5, NULL) != collSuccess) return 1;
-  }
   char junk[64];
   memset(junk, 0x5a, sizeof junk);
   collSocketSendAll(fds[0], junk, sizeof junk, now() + 5, NULL);
-  collBootId wrong = bid;
-  wrong.secret ^= 1;
   struct {
     uint32_t magic, version;
     uint64_t secret;
     int32_t rank, nranks;
     collSockAddr addr;
-  } hello = {COLL_BOOT_MAGIC, COLL_VERSION_CODE, wrong.secret, 0, 2, bid.root};
+  } hello = {COLL_BOOT_MAGIC, COLL_VERSION_CODE, bid.secret ^ 1, 0, 2, bid.root};
   collSocketSendAll(fds[1], &hello, sizeof hello, now() + 5, NULL);
-  int rc = collMpRunRaw(2, 60, garbageBody, &id);
-  for (int k = 0; k < 3; k++) close(fds[k]);
+  return 0;
+}
+
+static int runGarbage(void) {
+  int fds[3] = {-1, -1, -1};
+  int rc = collMpRunRaw(2, 60, garbageBody, garbagePrepare, fds);
+  for (int k = 0; k < 3; k++)
+    if (fds[k] >= 0) close(fds[k]);
   printf("garbage: %s\n", rc ? "FAILED" : "job initialized and ran despite 3 bad connections");
   return rc;
 }

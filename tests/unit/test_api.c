@@ -306,10 +306,11 @@ int main(void) {
   setenv("COLL_SOCKET_IFNAME", "lo", 0);
   alarm(240);
   const struct CMUnitTest tests[] = {
+      /* first: it forks, and a process should fork before coll started threads */
+      cmocka_unit_test(test_init_from_env),
       cmocka_unit_test(test_version_and_strings), cmocka_unit_test(test_bad_arguments),
       cmocka_unit_test(test_init_all_streams_split), cmocka_unit_test(test_nonblocking_init),
       cmocka_unit_test(test_abort_from_other_thread), cmocka_unit_test(test_timeout),
-      cmocka_unit_test(test_init_from_env),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
