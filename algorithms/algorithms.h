@@ -24,5 +24,6 @@ const collAlgo* collAlgoFind(collFunc fn, const char* name);
 /* Builders (one file each). */
 collResult_t collRingBuild(const collSchedArgs* a, collSched* s);  /* ring.c */
 collResult_t collChainBuild(const collSchedArgs* a, collSched* s); /* chain.c */
+collResult_t collHierBuild(const collSchedArgs* a, collSched* s);  /* hier.c */
 
 #endif

@@ -15,6 +15,10 @@ const collAlgo collAlgoTable[] = {
      COLL_FN_BIT(COLL_FN_ALLREDUCE) | COLL_FN_BIT(COLL_FN_ALLGATHER) |
          COLL_FN_BIT(COLL_FN_REDUCESCATTER),
      collRingBuild},
+    {"hier",
+     COLL_FN_BIT(COLL_FN_ALLREDUCE) | COLL_FN_BIT(COLL_FN_ALLGATHER) |
+         COLL_FN_BIT(COLL_FN_REDUCESCATTER),
+     collHierBuild},
     {"chain", COLL_FN_BIT(COLL_FN_BROADCAST) | COLL_FN_BIT(COLL_FN_REDUCE),
      collChainBuild},
     {NULL, 0, NULL},

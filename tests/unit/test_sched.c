@@ -167,7 +167,7 @@ static void test_registry(void** state) {
   assert_null(collAlgoFind((collFunc)-1, NULL));
   int rows = 0;
   while (collAlgoTable[rows].name) rows++;
-  assert_int_equal(rows, 2);
+  assert_int_equal(rows, 3);
   assert_null(collAlgoTable[rows].build);
 }
 
