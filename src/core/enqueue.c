@@ -73,7 +73,9 @@ collResult_t collGroupEnd(void) {
     collCommLeave(comm);
   }
   free(ops);
-  collGroupN = 0;
+  free(collGroupItems); /* thread-local: free it now, threads may exit */
+  collGroupItems = NULL;
+  collGroupN = collGroupCap = 0;
   return result;
 }
 

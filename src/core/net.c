@@ -38,8 +38,8 @@ collResult_t collNetGetInter(const char* name, const collNet_v1_t** out) {
   return r;
 }
 
-const collNet_v1_t* collNetGetIntra(void) {
-  if (collParamInt(COLL_PARAM_SHM_DISABLE)) return NULL;
+const collNet_v1_t* collNetGetIntra(const collNet_v1_t* inter) {
+  if (collParamInt(COLL_PARAM_SHM_DISABLE) || inter == &collNetLoopback) return NULL;
   pthread_mutex_lock(&collNetLock);
   if (collIntraState == 0) {
     collResult_t r = collNetShm.init(collNetLog);

@@ -9,7 +9,8 @@
  * transport's init error. */
 collResult_t collNetGetInter(const char* name, const collNet_v1_t** out);
 /* The intra-node transport (shared memory), initialized once, or NULL when
- * COLL_SHM_DISABLE=1 or it cannot work here (logged at INFO). */
-const collNet_v1_t* collNetGetIntra(void);
+ * COLL_SHM_DISABLE=1, when `inter` is the in-process loopback transport
+ * (then it carries everything), or when shm cannot work here (logged). */
+const collNet_v1_t* collNetGetIntra(const collNet_v1_t* inter);
 
 #endif

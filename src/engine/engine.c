@@ -15,6 +15,7 @@
 #include "engine/progress.h"
 #include "misc/log.h"
 #include "reduce/reduce.h"
+#include "tuner/tuner.h"
 
 typedef struct {
   void* req;
@@ -112,10 +113,16 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
   collChannel* ch = &comm->channels[c];
   collSched* s = &ch->sched;
   collStepState* st = ch->stepState;
-  int progressed = 0, pending = 0;
+  int progressed = 0, pending = 0, postStalled = 0;
   for (int i = 0; i < s->nsteps; i++) {
     const collStep* step = &s->steps[i];
     if (step->phase != run->phase || st[i].state == 2) continue;
+    /* once a post was refused (transport queue full), post nothing more this
+     * pass: a later step must never overtake it on the same connection */
+    if (st[i].state == 0 && postStalled) {
+      pending = 1;
+      continue;
+    }
     size_t n = step->kind == COLL_STEP_SEND ? step->src.count : step->dst.count;
     size_t bytes = n * x->esize;
     collConn* conn = step->peer >= 0 ? &comm->conns[c * comm->nranks + step->peer] : NULL;
@@ -145,6 +152,7 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
       }
       if (st[i].state == 0 && st[i].req) st[i].state = 1;
       if (st[i].state) progressed = 1;
+      else postStalled = 1;
     }
     if (st[i].state == 1) {
       int done = 0;
@@ -204,9 +212,10 @@ static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
   x.esize = collTypeSize(op->dtype);
   x.blockCount = op->count;
   if (x.blockCount == 0) return collSuccess;
-  x.algo = collAlgoFind(op->fn, op->algo);
+  const char* name = op->algo ? op->algo : collTunerDefault(op->fn, comm->nranks, comm->nnodes);
+  x.algo = collAlgoFind(op->fn, name);
   if (!x.algo)
-    return collSetError(collInvalidArgument, "no algorithm %s for %s", op->algo ? op->algo : "(default)",
+    return collSetError(collInvalidArgument, "no algorithm %s for %s (COLL_ALGO)", name ? name : "(default)",
                         collFuncName(op->fn));
   x.reduce = collReduceGetFn(op->dtype, op->op);
   x.base[COLL_BUF_SEND] = (char*)op->sendbuff;

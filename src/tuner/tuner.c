@@ -38,6 +38,11 @@ static void collTunerLoad(void) {
   }
 }
 
+const char* collTunerDefault(collFunc fn, int nranks, int nnodes) {
+  int hierFn = fn == COLL_FN_ALLREDUCE || fn == COLL_FN_ALLGATHER || fn == COLL_FN_REDUCESCATTER;
+  return hierFn && nnodes > 1 && nranks > nnodes ? "hier" : NULL;
+}
+
 const char* collAlgoOverride(collFunc fn) {
   pthread_once(&collTunerOnce, collTunerLoad);
   return collForced[fn][0] ? collForced[fn] : NULL;

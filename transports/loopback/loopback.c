@@ -32,6 +32,7 @@
  * maximum (not writable) and rung by draining it. A thread quiets its end
  * under the lock just before test reports "not done"; the peer rings it under
  * the same lock after every change that thread may wait for: no lost wake-up.
+ * A flag per bell limits the syscalls to one per change of state.
  */
 #include "transports/loopback/loopback.h"
 
@@ -53,18 +54,16 @@
 #define LB_N COLL_LB_MAX_REQUESTS
 enum { LB_KIND_LISTEN = 0x4c42, LB_KIND_END };
 
-typedef struct { int kind, bell; } lbHead; /* first member of ends and endpoints */
+/* First member of ends and endpoints: the eventfd behind getPollFd. */
+typedef struct { int kind, bell, pollOut, rung; } lbHead;
 struct lbEnd;
 typedef struct {
   struct lbEnd* end;
-  int live;     /* handed out by isend/irecv, not yet released by test */
-  int queued;   /* message (send) or buffer (recv) waiting to be matched */
-  int done;     /* request complete (an eager send: at once) */
-  char* data;   /* user buffer */
-  char* bounce; /* eager send: private copy of the message */
-  size_t size;  /* send: message length; recv: capacity */
-  size_t len;   /* recv: bytes delivered */
-  double readyAt; /* delay fault: not delivered before this time */
+  int live, queued, done; /* handed out and not released by test; waiting to
+                             be matched; complete (an eager send: at once) */
+  char *data, *bounce;    /* user buffer; eager send: private copy */
+  size_t size, len;       /* send: length, recv: capacity; bytes delivered */
+  double readyAt;         /* delay fault: not delivered before this time */
 } lbReq;
 typedef struct lbConn lbConn;
 typedef struct lbEnd {
@@ -76,9 +75,9 @@ typedef struct lbEnd {
 } lbEnd;
 struct lbConn {
   pthread_mutex_t lock;
-  lbEnd end[2];     /* [0] send end, [1] recv end */
-  uint64_t matched; /* messages delivered: head sequence of both ends */
-  collResult_t err; /* sticky failure */
+  lbEnd end[2];        /* [0] send end, [1] recv end */
+  uint64_t matched;    /* messages delivered: head sequence of both ends */
+  collResult_t err;    /* sticky failure of the connection */
   char errMsg[256];
   lbConn* nextPending; /* endpoint's pending-accept list */
 };
@@ -98,18 +97,35 @@ static int lbLive, lbFaultMode, lbMrToken; /* atomics except lbMrToken */
 static long lbFaultArg, lbFaultSent;
 static size_t lbEager = COLL_LB_EAGER_DEFAULT;
 
-/* Rings a bell: the thread waiting on it should look again. */
-static void lbRing(lbHead* h, int pollOut) {
-  uint64_t v = 1;
-  if (pollOut ? read(h->bell, &v, sizeof v) < 0 : write(h->bell, &v, sizeof v) < 0) { /* already rung */ }
+/* Opens h's eventfd: counter 0 is quiet for POLLIN, rung for POLLOUT. */
+static int lbBellOpen(lbHead* h, int kind, int pollOut) {
+  *h = (lbHead){kind, eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), pollOut, pollOut};
+  return h->bell;
 }
 
-/* Quiets a bell before its owner sleeps on it. */
-static void lbQuiet(lbHead* h, int pollOut) {
+/* Rings h (under its owner's lock): the thread waiting on it looks again. */
+static void lbRing(lbHead* h) {
+  uint64_t v = 1;
+  if (h->rung) return;
+  h->rung = 1;
+  if (h->pollOut ? read(h->bell, &v, sizeof v) < 0 : write(h->bell, &v, sizeof v) < 0) { /* cannot fail */ }
+}
+
+/* Quiets h (under its owner's lock) before its thread sleeps on it. */
+static void lbQuiet(lbHead* h) {
   uint64_t v = LB_QUIET;
-  if (read(h->bell, &v, sizeof v) < 0) { /* was quiet (EAGAIN) */ }
+  if (!h->rung) return;
+  h->rung = 0;
+  if (read(h->bell, &v, sizeof v) < 0) { /* was drained already */ }
   v = LB_QUIET;
-  if (pollOut && write(h->bell, &v, sizeof v) < 0) { /* cannot happen: counter was drained */ }
+  if (h->pollOut && write(h->bell, &v, sizeof v) < 0) { /* cannot fail: counter is 0 */ }
+}
+
+/* Forgets the message or buffer of slot q (lock held). */
+static void lbDrop(lbReq* q) {
+  q->queued = 0;
+  free(q->bounce);
+  q->bounce = NULL;
 }
 
 /* Breaks c (lock held): unfinished and later requests of both ends fail. */
@@ -121,14 +137,9 @@ __attribute__((format(printf, 2, 3))) static void lbBreak(lbConn* c, const char*
     va_end(ap);
     c->err = collRemoteError;
   }
-  for (int k = 0; k < 2; k++)
-    for (int i = 0; i < LB_N; i++) {
-      c->end[k].reqs[i].queued = 0;
-      free(c->end[k].reqs[i].bounce);
-      c->end[k].reqs[i].bounce = NULL;
-    }
-  lbRing(&c->end[0].h, 1);
-  lbRing(&c->end[1].h, 0);
+  for (int i = 0; i < 2 * LB_N; i++) lbDrop(&c->end[i / LB_N].reqs[i % LB_N]);
+  lbRing(&c->end[0].h);
+  lbRing(&c->end[1].h);
 }
 
 /* The failure unfinished requests of end e see now (lock held), or success. */
@@ -136,8 +147,7 @@ static collResult_t lbFailure(const lbConn* c, const lbEnd* e, const char** msg)
   *msg = c->errMsg;
   if (c->err != collSuccess) return c->err;
   *msg = "loopback: the sender closed the connection (peer gone) before sending this message";
-  if (!e->isSend && c->end[0].closed && c->matched == c->end[0].posted) return collRemoteError;
-  return collSuccess;
+  return !e->isSend && c->end[0].closed && c->matched == c->end[0].posted ? collRemoteError : collSuccess;
 }
 
 /* Delivers queued messages into posted receives in FIFO order (lock held). */
@@ -145,8 +155,7 @@ static void lbMatch(lbConn* c) {
   lbEnd *s = &c->end[0], *r = &c->end[1];
   int moved = 0;
   while (c->err == collSuccess && c->matched < s->posted && c->matched < r->posted) {
-    lbReq* m = &s->reqs[c->matched % LB_N];
-    lbReq* b = &r->reqs[c->matched % LB_N];
+    lbReq *m = &s->reqs[c->matched % LB_N], *b = &r->reqs[c->matched % LB_N];
     if (m->readyAt > 0 && collTimeNow() < m->readyAt) break;
     if (m->size > b->size) {
       lbBreak(c, "loopback: peer sent %zu bytes, receiver posted %zu (nothing written)", m->size, b->size);
@@ -155,48 +164,43 @@ static void lbMatch(lbConn* c) {
     if (m->size) memcpy(b->data, m->bounce ? m->bounce : m->data, m->size);
     b->len = m->size;
     b->done = m->done = 1;
-    b->queued = m->queued = 0;
-    free(m->bounce);
-    m->bounce = NULL;
+    lbDrop(m);
+    lbDrop(b);
     c->matched++;
     moved = 1;
   }
   if (moved) {
-    lbRing(&s->h, 1);
-    lbRing(&r->h, 0);
+    lbRing(&s->h);
+    lbRing(&r->h);
   }
 }
 
-/* Frees c if both ends are closed; releases c's lock either way. */
+/* Releases c's lock; frees c once both ends are closed. */
 static void lbUnlockOrFree(lbConn* c) {
   int both = c->end[0].closed && c->end[1].closed;
   pthread_mutex_unlock(&c->lock);
   if (!both) return;
-  for (int k = 0; k < 2; k++) {
-    for (int i = 0; i < LB_N; i++) free(c->end[k].reqs[i].bounce);
-    close(c->end[k].h.bell);
-  }
+  for (int i = 0; i < 2 * LB_N; i++) free(c->end[i / LB_N].reqs[i % LB_N].bounce);
+  close(c->end[0].h.bell);
+  close(c->end[1].h.bell);
   pthread_mutex_destroy(&c->lock);
   free(c);
   __atomic_sub_fetch(&lbLive, 1, __ATOMIC_RELAXED);
 }
 
-/* init, devices, getProperties: one device, no setup. */
+/* init, fini, devices, getProperties: one device, nothing global to set up
+ * or release (endpoints belong to their comms). */
 static collResult_t lbInit(collNetLogFn log) { (void)log; return collSuccess; }
+static collResult_t lbFini(void) { return collSuccess; }
 static collResult_t lbDevices(int* ndev) {
   if (!ndev) return collSetError(collInvalidArgument, "loopback devices: ndev is NULL");
-  *ndev = 1;
-  return collSuccess;
+  return *ndev = 1, collSuccess;
 }
 static collResult_t lbGetProperties(int dev, collNetProperties_t* props) {
   if (!props || dev != 0)
     return collSetError(collInvalidArgument, "loopback getProperties: bad device %d or NULL props", dev);
-  memset(props, 0, sizeof *props);
-  snprintf(props->name, sizeof props->name, "loopback");
-  props->ptrSupport = COLL_PTR_HOST;
-  props->speedGbps = 100.0; /* memcpy bandwidth, roughly */
-  props->latencyUs = 1.0;
-  props->maxMessage = SIZE_MAX;
+  *props = (collNetProperties_t){.name = "loopback", .ptrSupport = COLL_PTR_HOST, .speedGbps = 100.0,
+                                 .latencyUs = 1.0, .maxMessage = SIZE_MAX};
   return collSuccess;
 }
 
@@ -206,11 +210,9 @@ static collResult_t lbListenFn(int dev, void* handle, void** listenComm) {
     return collSetError(collInvalidArgument, "loopback listen: bad device %d or NULL argument", dev);
   *listenComm = NULL;
   lbListen* l = calloc(1, sizeof *l);
-  if (!l) return collSetError(collSystemError, "loopback listen: out of memory");
-  l->h.kind = LB_KIND_LISTEN;
-  if ((l->h.bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) < 0) {
+  if (!l || lbBellOpen(&l->h, LB_KIND_LISTEN, 0) < 0) {
     free(l);
-    return collSetError(collSystemError, "loopback listen: eventfd failed: %s", strerror(errno));
+    return collSetError(collSystemError, "loopback listen: out of memory or eventfd failed: %s", strerror(errno));
   }
   pthread_mutex_lock(&lbLock);
   l->id = lbNextId++;
@@ -234,46 +236,37 @@ static collResult_t lbConnect(int dev, const void* handle, void** sendComm) {
   lbHandle h;
   memcpy(&h, handle, sizeof h);
   if (h.magic != LB_MAGIC)
-    return collSetError(collInvalidArgument, "loopback connect: not a loopback handle (bad magic; do all ranks use "
-                        "COLL_NET=loopback?)");
+    return collSetError(collInvalidArgument, "loopback connect: not a loopback handle (all ranks COLL_NET=loopback?)");
   if (h.pid != (int64_t)getpid())
-    return collSetError(collInvalidUsage, "loopback connect: the handle comes from process %lld but this is process "
-                        "%d; loopback only connects ranks that are threads of one process (use COLL_NET=tcp)",
+    return collSetError(collInvalidUsage, "loopback connect: the handle comes from process %lld, this is process %d; "
+                        "loopback only connects ranks that are threads of one process (use COLL_NET=tcp)",
                         (long long)h.pid, (int)getpid());
   lbConn* c = calloc(1, sizeof *c);
-  if (!c) return collSetError(collSystemError, "loopback connect: out of memory");
-  int k;
-  for (k = 0; k < 2; k++) {
-    c->end[k] = (lbEnd){.h = {LB_KIND_END, eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)}, .isSend = !k, .conn = c};
-    if (c->end[k].h.bell < 0) break;
-  }
-  if (k < 2) {
+  if (!c || lbBellOpen(&c->end[0].h, LB_KIND_END, 1) < 0 || lbBellOpen(&c->end[1].h, LB_KIND_END, 0) < 0) {
     int e = errno;
-    if (k == 1) close(c->end[0].h.bell);
+    if (c && c->end[0].h.bell >= 0) close(c->end[0].h.bell);
     free(c);
-    return collSetError(collSystemError, "loopback connect: eventfd failed: %s", strerror(e));
+    return collSetError(collSystemError, "loopback connect: out of memory or eventfd failed: %s", strerror(e));
   }
+  c->end[0].isSend = 1;
+  c->end[0].conn = c->end[1].conn = c;
   pthread_mutex_init(&c->lock, NULL);
+  __atomic_add_fetch(&lbLive, 1, __ATOMIC_RELAXED);
   pthread_mutex_lock(&lbLock);
   lbListen* l = lbListens;
   while (l && l->id != h.id) l = l->next;
   if (l) {
-    if (l->tail) l->tail->nextPending = c;
-    else l->head = c;
+    *(l->tail ? &l->tail->nextPending : &l->head) = c;
     l->tail = c;
-    lbRing(&l->h, 0);
+    lbRing(&l->h);
   }
   pthread_mutex_unlock(&lbLock);
-  __atomic_add_fetch(&lbLive, 1, __ATOMIC_RELAXED);
-  if (!l) {
-    c->end[0].closed = c->end[1].closed = 1;
-    pthread_mutex_lock(&c->lock);
-    lbUnlockOrFree(c);
-    return collSetError(collRemoteError, "loopback connect: endpoint %llu is closed (its rank is gone)",
-                        (unsigned long long)h.id);
-  }
-  *sendComm = &c->end[0];
-  return collSuccess;
+  if (l) return *sendComm = &c->end[0], collSuccess;
+  pthread_mutex_lock(&c->lock);
+  c->end[0].closed = c->end[1].closed = 1;
+  lbUnlockOrFree(c);
+  return collSetError(collRemoteError, "loopback connect: endpoint %llu is closed (its rank is gone)",
+                      (unsigned long long)h.id);
 }
 
 /* accept: pops the oldest pending connection; *recvComm NULL if none. */
@@ -284,7 +277,7 @@ static collResult_t lbAccept(void* listenComm, void** recvComm) {
   pthread_mutex_lock(&lbLock);
   lbConn* c = l->head;
   if (c && !(l->head = c->nextPending)) l->tail = NULL;
-  if (!l->head) lbQuiet(&l->h, 0);
+  if (!l->head) lbQuiet(&l->h);
   pthread_mutex_unlock(&lbLock);
   *recvComm = c ? &c->end[1] : NULL;
   return collSuccess;
@@ -293,15 +286,15 @@ static collResult_t lbAccept(void* listenComm, void** recvComm) {
 /* regMr/deregMr: host memory needs no registration. */
 static collResult_t lbRegMr(void* comm, void* data, size_t size, int ptrType, void** mhandle) {
   (void)comm; (void)data; (void)size;
-  if (!mhandle) return collSetError(collInvalidArgument, "loopback regMr: mhandle is NULL");
-  if (!(ptrType & COLL_PTR_HOST))
-    return collSetError(collInvalidArgument, "loopback regMr: memory type %d not supported (host only)", ptrType);
+  if (!mhandle || !(ptrType & COLL_PTR_HOST))
+    return collSetError(collInvalidArgument, "loopback regMr: NULL mhandle or memory type %d (host only)", ptrType);
   *mhandle = &lbMrToken;
   return collSuccess;
 }
 static collResult_t lbDeregMr(void* comm, void* mhandle) { (void)comm; (void)mhandle; return collSuccess; }
 
-/* Posts a send or receive on end e (shared by isend and irecv). */
+/* Posts a send or receive on end e (isend and irecv). An eager send is
+ * copied and complete at once; a full ring returns *request NULL (retry). */
 static collResult_t lbPost(lbEnd* e, int isSend, void* data, size_t size, void** request) {
   const char* what = isSend ? "isend" : "irecv";
   if (!e || e->h.kind != LB_KIND_END || !request || (!data && size > 0))
@@ -311,14 +304,16 @@ static collResult_t lbPost(lbEnd* e, int isSend, void* data, size_t size, void**
   *request = NULL;
   lbConn* c = e->conn;
   char msg[256];
-  pthread_mutex_lock(&c->lock);
   const char* why;
+  pthread_mutex_lock(&c->lock);
   collResult_t r = lbFailure(c, e, &why);
   lbReq* q = &e->reqs[e->posted % LB_N];
+  int eager = isSend && size <= __atomic_load_n(&lbEager, __ATOMIC_RELAXED);
+  int mode = __atomic_load_n(&lbFaultMode, __ATOMIC_RELAXED);
+  long arg = __atomic_load_n(&lbFaultArg, __ATOMIC_RELAXED);
   if (r != collSuccess) {
     snprintf(msg, sizeof msg, "%s", why);
-  } else if (!q->live && !q->queued) { /* else: ring full, retry */
-    int eager = isSend && size <= __atomic_load_n(&lbEager, __ATOMIC_RELAXED);
+  } else if (!q->live && !q->queued) {
     *q = (lbReq){.end = e, .live = 1, .queued = 1, .done = eager, .data = data, .size = size};
     if (eager && size && !(q->bounce = malloc(size))) {
       q->live = q->queued = 0;
@@ -326,14 +321,12 @@ static collResult_t lbPost(lbEnd* e, int isSend, void* data, size_t size, void**
       snprintf(msg, sizeof msg, "loopback isend: out of memory for a %zu-byte message", size);
     } else {
       if (q->bounce) memcpy(q->bounce, data, size);
-      int mode = __atomic_load_n(&lbFaultMode, __ATOMIC_RELAXED);
-      if (isSend && mode == COLL_LB_FAULT_DELAY) q->readyAt = collTimeNow() + (double)__atomic_load_n(&lbFaultArg, __ATOMIC_RELAXED) * 1e-6;
+      if (isSend && mode == COLL_LB_FAULT_DELAY) q->readyAt = collTimeNow() + (double)arg * 1e-6;
       e->posted++;
       *request = q;
-      if (isSend && mode == COLL_LB_FAULT_DROP &&
-          __atomic_add_fetch(&lbFaultSent, 1, __ATOMIC_RELAXED) > __atomic_load_n(&lbFaultArg, __ATOMIC_RELAXED) &&
+      if (isSend && mode == COLL_LB_FAULT_DROP && __atomic_add_fetch(&lbFaultSent, 1, __ATOMIC_RELAXED) > arg &&
           __atomic_exchange_n(&lbFaultMode, COLL_LB_FAULT_NONE, __ATOMIC_RELAXED) == COLL_LB_FAULT_DROP)
-        lbBreak(c, "loopback: connection dropped (fault injection after %ld messages): peer died", lbFaultArg);
+        lbBreak(c, "loopback: connection dropped (fault injection after %ld messages): peer died", arg);
       lbMatch(c);
     }
   }
@@ -341,12 +334,10 @@ static collResult_t lbPost(lbEnd* e, int isSend, void* data, size_t size, void**
   return r == collSuccess ? collSuccess : collSetError(r, "%s", msg);
 }
 
-/* isend: queues a message (eager: copied now; else: kept by pointer). */
+/* isend/irecv: see lbPost. */
 static collResult_t lbIsend(void* sendComm, const void* data, size_t size, void* mhandle, void** request) {
   (void)mhandle; return lbPost(sendComm, 1, (void*)(uintptr_t)data, size, request);
 }
-
-/* irecv: posts a buffer of size bytes for the next message. */
 static collResult_t lbIrecv(void* recvComm, void* data, size_t size, void* mhandle, void** request) {
   (void)mhandle; return lbPost(recvComm, 0, data, size, request);
 }
@@ -370,31 +361,30 @@ static collResult_t lbTest(void* request, int* done, size_t* size) {
     q->live = 0;
   } else if ((r = lbFailure(c, e, &why)) != collSuccess) {
     snprintf(msg, sizeof msg, "%s", why);
-    q->live = q->queued = 0;
+    q->live = 0;
+    lbDrop(q);
   } else {
-    lbQuiet(&e->h, e->isSend);
+    lbQuiet(&e->h);
   }
   pthread_mutex_unlock(&c->lock);
   return r == collSuccess ? collSuccess : collSetError(r, "%s", msg);
 }
 
-/* iput: one-sided writes are not supported. */
+/* iput: one-sided writes are not supported. iflush: host memory is visible
+ * at once, *request = NULL means done. */
 static collResult_t lbIput(void* sendComm, const void* data, size_t size, void* mhandle,
                            unsigned long long remoteAddr, unsigned long long remoteKey, void** request) {
   (void)sendComm; (void)data; (void)size; (void)mhandle; (void)remoteAddr; (void)remoteKey;
   if (request) *request = NULL;
   return collSetError(collInvalidUsage, "loopback: iput not supported");
 }
-
-/* iflush: host memory is visible at once; *request = NULL means done. */
 static collResult_t lbIflush(void* recvComm, void* data, size_t size, void* mhandle, void** request) {
   (void)recvComm; (void)data; (void)size; (void)mhandle;
   if (!request) return collSetError(collInvalidArgument, "loopback iflush: request is NULL");
-  *request = NULL;
-  return collSuccess;
+  return *request = NULL, collSuccess;
 }
 
-/* getPollFd: the eventfd of an end (or endpoint), see the header comment. */
+/* getPollFd: the eventfd of an end or endpoint (see the header comment). */
 static collResult_t lbGetPollFd(void* comm, int* fd) {
   lbHead* h = comm;
   if (!h || !fd || (h->kind != LB_KIND_END && h->kind != LB_KIND_LISTEN))
@@ -403,8 +393,8 @@ static collResult_t lbGetPollFd(void* comm, int* fd) {
   return collSuccess;
 }
 
-/* closeSend: abandons unfinished (rendezvous) sends and all queued after the
- * first of them; earlier eager messages stay deliverable. */
+/* closeSend: abandons unfinished (rendezvous) sends and every message after
+ * the first of them; earlier eager messages stay deliverable. */
 static collResult_t lbCloseSend(void* sendComm) {
   lbEnd* e = sendComm;
   if (!e) return collSuccess;
@@ -415,13 +405,9 @@ static collResult_t lbCloseSend(void* sendComm) {
   e->closed = 1;
   uint64_t keep = c->matched;
   while (keep < e->posted && e->reqs[keep % LB_N].done) keep++;
-  for (uint64_t k = keep; k < e->posted; k++) {
-    e->reqs[k % LB_N].queued = 0;
-    free(e->reqs[k % LB_N].bounce);
-    e->reqs[k % LB_N].bounce = NULL;
-  }
+  for (uint64_t k = keep; k < e->posted; k++) lbDrop(&e->reqs[k % LB_N]);
   e->posted = keep;
-  lbRing(&c->end[1].h, 0);
+  lbRing(&c->end[1].h);
   lbUnlockOrFree(c);
   return collSuccess;
 }
@@ -453,9 +439,8 @@ static collResult_t lbCloseListen(void* listenComm) {
   lbListen** p = &lbListens;
   while (*p && *p != l) p = &(*p)->next;
   if (*p) *p = l->next;
-  while (l->head) {
-    lbConn* c = l->head;
-    l->head = c->nextPending;
+  for (lbConn *c = l->head, *next; c; c = next) {
+    next = c->nextPending;
     lbCloseRecvEnd(c, "the peer closed its endpoint before accepting this connection");
   }
   pthread_mutex_unlock(&lbLock);
@@ -465,17 +450,13 @@ static collResult_t lbCloseListen(void* listenComm) {
   return collSuccess;
 }
 
-/* fini: nothing global to release (endpoints belong to their comms). */
-static collResult_t lbFini(void) { return collSuccess; }
-
+/* Test hooks, see loopback.h. */
 void collLoopbackSetFault(int mode, long arg) {
   __atomic_store_n(&lbFaultArg, arg, __ATOMIC_RELAXED);
   __atomic_store_n(&lbFaultSent, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&lbFaultMode, mode, __ATOMIC_RELAXED);
 }
-
 void collLoopbackSetEagerLimit(size_t bytes) { __atomic_store_n(&lbEager, bytes < 64 ? 64 : bytes, __ATOMIC_RELAXED); }
-
 int collLoopbackLiveObjects(void) { return __atomic_load_n(&lbLive, __ATOMIC_RELAXED); }
 
 const collNet_v1_t collNetLoopback = {
