@@ -100,7 +100,7 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
   int n = comm->nranks;
   collResult_t r = collNetGetInter(netName, &comm->nets[COLL_NET_INTER]);
   if (r != collSuccess) return r;
-  comm->nets[COLL_NET_INTRA] = collNetGetIntra();
+  comm->nets[COLL_NET_INTRA] = collNetGetIntra(comm->nets[COLL_NET_INTER]);
   comm->netDev = 0;
   comm->peers = calloc((size_t)n, sizeof(collPeerInfo));
   comm->peerKind = calloc((size_t)n, 1);
