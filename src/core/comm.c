@@ -132,6 +132,7 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
       return collSetError(collInvalidUsage, "rank %d on %s runs coll version %u, this rank runs %d", i,
                           comm->peers[i].host, comm->peers[i].version, COLL_VERSION_CODE);
   collTopoNodes(comm);
+  if ((r = collTopoInit(comm)) != collSuccess) return r;
   for (int i = 0; i < n; i++)
     comm->peerKind[i] = me->hasIntra && comm->peers[i].hasIntra && comm->rankNode[i] == comm->node ? COLL_NET_INTRA
                                                                                                    : COLL_NET_INTER;
@@ -167,6 +168,7 @@ static void collCommFreeResources(collComm_t comm) {
   for (int k = 0; k < COLL_NET_KINDS; k++)
     if (comm->listenComms[k]) comm->nets[k]->closeListen(comm->listenComms[k]);
   collBootClose(&comm->boot);
+  collTopoFree(comm);
   free(comm->peers);
   free(comm->peerKind);
   free(comm->rankNode);

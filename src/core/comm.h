@@ -67,6 +67,7 @@ struct collComm {
   /* node layout (ranks grouped by host hash, COLL_HOSTID overrides) */
   int* rankNode;     /* [nranks]: node index, numbered by first rank */
   int nnodes, node, localRank;
+  struct collTopo* topo; /* hwloc summaries of every rank, link classes (src/topo) */
   int nchannels;
   collConn* conns; /* [nchannels * nranks] */
   collChannel* channels;

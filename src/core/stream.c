@@ -10,9 +10,11 @@
 
 #include "core/core.h"
 #include "misc/log.h"
+#include "topo/topo.h"
 
 static void* collProgressThread(void* arg) {
   collComm_t comm = arg;
+  collTopoPinProgressThread(comm);
   pthread_mutex_lock(&comm->qlock);
   for (;;) {
     while (!comm->qhead && !comm->stopping) pthread_cond_wait(&comm->qcond, &comm->qlock);

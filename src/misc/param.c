@@ -31,6 +31,9 @@ static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     [COLL_PARAM_CONNECT_RETRY_MS] = {"COLL_CONNECT_TIMEOUT_MS", 60000, 100, "milliseconds to retry a refused connection during init"},
     [COLL_PARAM_CHECK] = {"COLL_CHECK", 0, 0, "1: before each collective verify that every rank called it with the same count, type, op and root"},
     [COLL_PARAM_SHM_DISABLE] = {"COLL_SHM_DISABLE", 0, 0, "1: never use shared memory between ranks of a node (use the network transport)"},
+    [COLL_PARAM_SHM_BUFFSIZE] = {"COLL_SHM_BUFFSIZE", 4 << 20, 32768, "bytes of the shared ring (8 slots) of each shm connection, allocated up front by the sender"},
+    [COLL_PARAM_SHM_CMA_THRESHOLD] = {"COLL_SHM_CMA_THRESHOLD", 256 << 10, 0, "shm messages this large are read straight from the sender's buffer (process_vm_readv, one copy); 0: always copy through the ring"},
+    [COLL_PARAM_PROGRESS_CPU] = {"COLL_PROGRESS_CPU", -1, -1, "pin each communicator's progress thread to this CPU; -1: the NUMA node of the rank's NIC when the machine has several"},
 };
 
 static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
@@ -43,6 +46,8 @@ static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
     [COLL_SPARAM_DEBUG_FILE] = {"COLL_DEBUG_FILE", NULL, "write logs to this file (%h host, %p pid) instead of stderr"},
     [COLL_SPARAM_HOSTID] = {"COLL_HOSTID", NULL, "node identity used to group ranks (default: hostname + boot id); tests emulate nodes with it"},
     [COLL_SPARAM_ALGO] = {"COLL_ALGO", NULL, "force algorithms: a name for all (ring) or per collective (allreduce:ring;broadcast:chain)"},
+    [COLL_SPARAM_TOPO_FILE] = {"COLL_TOPO_FILE", NULL, "hwloc XML topology to use instead of discovering this machine (tests, simulation)"},
+    [COLL_SPARAM_TOPO_DUMP_FILE] = {"COLL_TOPO_DUMP_FILE", NULL, "write the discovered topology as hwloc XML to this path and coll's summary to path.summary"},
 };
 
 static int64_t collIntValues[COLL_PARAM_COUNT_INT];

@@ -12,7 +12,10 @@ typedef enum {
   COLL_PARAM_SPIN,           /* COLL_SPIN_COUNT, polls before sleeping */
   COLL_PARAM_CONNECT_RETRY_MS, /* COLL_CONNECT_TIMEOUT_MS */
   COLL_PARAM_SHM_DISABLE,    /* COLL_SHM_DISABLE */
+  COLL_PARAM_SHM_BUFFSIZE,   /* COLL_SHM_BUFFSIZE, ring bytes per shm connection */
+  COLL_PARAM_SHM_CMA_THRESHOLD, /* COLL_SHM_CMA_THRESHOLD, single-copy from this size (0: off) */
   COLL_PARAM_CHECK,          /* COLL_CHECK */
+  COLL_PARAM_PROGRESS_CPU,   /* COLL_PROGRESS_CPU, pin the progress thread to this CPU */
   COLL_PARAM_COUNT_INT
 } collIntParam;
 
@@ -26,6 +29,8 @@ typedef enum {
   COLL_SPARAM_DEBUG_FILE,    /* COLL_DEBUG_FILE */
   COLL_SPARAM_ALGO,          /* COLL_ALGO */
   COLL_SPARAM_HOSTID,        /* COLL_HOSTID */
+  COLL_SPARAM_TOPO_FILE,     /* COLL_TOPO_FILE, hwloc XML to use instead of discovery */
+  COLL_SPARAM_TOPO_DUMP_FILE, /* COLL_TOPO_DUMP_FILE, write the topology (XML + .summary) */
   COLL_SPARAM_COUNT
 } collStrParam;
 
