@@ -32,7 +32,7 @@ static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     [COLL_PARAM_CHECK] = {"COLL_CHECK", 0, 0, "1: before each collective verify that every rank called it with the same count, type, op and root"},
     [COLL_PARAM_SHM_DISABLE] = {"COLL_SHM_DISABLE", 0, 0, "1: never use shared memory between ranks of a node (use the network transport)"},
     [COLL_PARAM_SHM_BUFFSIZE] = {"COLL_SHM_BUFFSIZE", 4 << 20, 32768, "bytes of the shared ring (8 slots) of each shm connection, allocated up front by the sender"},
-    [COLL_PARAM_SHM_CMA_THRESHOLD] = {"COLL_SHM_CMA_THRESHOLD", 256 << 10, 0, "shm messages this large are read straight from the sender's buffer (process_vm_readv, one copy); 0: always copy through the ring"},
+    [COLL_PARAM_SHM_CMA_THRESHOLD] = {"COLL_SHM_CMA_THRESHOLD", -1, -1, "shm messages this large are read straight from the sender's buffer (process_vm_readv, one copy); 0: always copy through the ring; -1: 262144 if process_vm_readv is at least 70% as fast as memcpy here (measured once per process), else 0"},
     [COLL_PARAM_PROGRESS_CPU] = {"COLL_PROGRESS_CPU", -1, -1, "pin each communicator's progress thread to this CPU; -1: the NUMA node of the rank's NIC when the machine has several"},
 };
 

@@ -13,7 +13,7 @@ typedef enum {
   COLL_PARAM_CONNECT_RETRY_MS, /* COLL_CONNECT_TIMEOUT_MS */
   COLL_PARAM_SHM_DISABLE,    /* COLL_SHM_DISABLE */
   COLL_PARAM_SHM_BUFFSIZE,   /* COLL_SHM_BUFFSIZE, ring bytes per shm connection */
-  COLL_PARAM_SHM_CMA_THRESHOLD, /* COLL_SHM_CMA_THRESHOLD, single-copy from this size (0: off) */
+  COLL_PARAM_SHM_CMA_THRESHOLD, /* COLL_SHM_CMA_THRESHOLD, single copy from this size (0: off, -1: auto) */
   COLL_PARAM_CHECK,          /* COLL_CHECK */
   COLL_PARAM_PROGRESS_CPU,   /* COLL_PROGRESS_CPU, pin the progress thread to this CPU */
   COLL_PARAM_COUNT_INT

@@ -1,9 +1,42 @@
-/* shm.h - shared-memory transport between processes of one node. */
+/* shm.h - the shared-memory transport between processes of one node
+ * (shm.c: table; shm_setup.c: connections; shm_ring.c: data path;
+ * shm_cma.c: single copy). */
 #ifndef COLL_SHM_H_
 #define COLL_SHM_H_
 
 #include "coll_net.h"
 
+/* Operations table of the "shm" transport. Semantics beyond coll_net.h:
+ *  - one device; both ends must run on the same kernel (and, for the listen
+ *    socket, in the same network namespace);
+ *  - connect never returns a NULL *sendComm with collSuccess; accept never
+ *    blocks on the listen socket;
+ *  - at most COLL_SHM_MAX_REQUESTS requests in flight per comm: beyond that
+ *    isend/irecv return collSuccess with *request = NULL (retry later);
+ *  - a send copied through the ring completes once it is in the ring (it
+ *    waits only while the ring's 8 slots are full); a single-copy send
+ *    (from COLL_SHM_CMA_THRESHOLD bytes, if on) completes when the receiver
+ *    has read it from the sender's buffer (rendezvous);
+ *  - getPollFd of a send/recv comm arms a wake-up: call it right before
+ *    poll()ing the fd (POLLOUT for send, POLLIN for recv); test disarms;
+ *  - a peer process that dies is noticed within ~50 ms of idle testing;
+ *  - test returning an error releases the request; once a comm failed,
+ *    every later request on it fails the same way;
+ *  - iflush returns *request = NULL; iput is not supported. */
 extern const collNet_v1_t collNetShm;
+
+#define COLL_SHM_MAX_REQUESTS 64
+#define COLL_SHM_NSLOTS 8 /* ring slots per connection (COLL_SHM_BUFFSIZE / 8 each) */
+
+/* Counters of one send or recv comm, for tests and debugging. */
+typedef struct {
+  unsigned long long copyMsgs; /* messages moved through the ring */
+  unsigned long long cmaMsgs;  /* messages moved by single copy (CMA) */
+  int cmaEnabled;              /* 0 once this connection fell back to copying */
+  int peerPid;                 /* the other process (as seen from this one) */
+} collShmStats;
+
+/* Fills *st for a send or recv comm of collNetShm. Not part of the table. */
+void collShmGetStats(const void* comm, collShmStats* st);
 
 #endif

@@ -1,0 +1,138 @@
+/*
+ * shm_internal.h - internals shared by the files of the shm transport
+ * (shm.c: table; shm_setup.c: connection setup; shm_ring.c: data path;
+ * shm_cma.c: single copy): the layout of the shared segment, the
+ * per-process comm and request, and the functions they call each other by.
+ *
+ * Shared segment (created by the sender, mapped by both):
+ *   shmHdr                   4 KiB-rounded: counters, flags, slot descriptors
+ *   data[COLL_SHM_NSLOTS]    slotBytes each (page multiples)
+ * Each 64-byte line of shmHdr past the first has one writer: the sender's
+ * line holds head (slots published) and its closed and sleeping flags; the
+ * receiver's line holds tail (slots released) and its flags. A slot
+ * descriptor is written by the sender before head passes it and (status
+ * only) by the receiver before tail passes it, so every plain field is
+ * ordered by those two counters (seq_cst stores, acquire loads).
+ */
+#ifndef COLL_SHM_INTERNAL_H_
+#define COLL_SHM_INTERNAL_H_
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "transports/shm/shm.h"
+
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
+               "shm needs lock-free (address-free) 32/64-bit atomics");
+
+#define SHM_SEG_MAGIC 0x636f6c6c53484d31ULL /* "collSHM1" */
+#define SHM_EFD_FULL 0xfffffffffffffffeULL  /* an eventfd at this count is not writable */
+#define SHM_CHECK_S 0.05                    /* idle time between peer-alive checks */
+
+enum { SHM_SLOT_FIRST = 1, SHM_SLOT_CONT = 2, SHM_SLOT_CMA = 3 };
+enum { SHM_CMA_PENDING = 0, SHM_CMA_OK = 1, SHM_CMA_NACK = 2, SHM_CMA_TOOBIG = 3 };
+enum { SHM_OPEN = 0, SHM_CLOSED = 1, SHM_FAILED = 2 }; /* values of the closed flags */
+
+typedef struct {
+  uint32_t kind;     /* SHM_SLOT_* */
+  uint32_t status;   /* CMA only: SHM_CMA_*, written by the receiver */
+  uint64_t msgLen;   /* whole message length */
+  uint64_t chunkLen; /* payload bytes in this slot (CMA TOOBIG: receiver's posted size) */
+  uint64_t addr;     /* CMA only: the sender's buffer address */
+  uint8_t pad[32];
+} shmSlot;
+_Static_assert(sizeof(shmSlot) == 64, "slot descriptor is one cache line");
+
+typedef struct {
+  uint64_t magic, totalBytes, slotBytes, dataOff;
+  uint32_t nslots;
+  int32_t senderPid;
+  uint8_t pad0[24];
+  /* written by the sender */
+  _Alignas(64) _Atomic uint64_t head;
+  _Atomic uint32_t sendClosed;   /* SHM_OPEN / SHM_CLOSED / SHM_FAILED */
+  _Atomic uint32_t sendSleeping; /* sender may sleep on spaceFd */
+  /* written by the receiver */
+  _Alignas(64) _Atomic uint64_t tail;
+  _Atomic uint32_t recvClosed;
+  _Atomic uint32_t recvSleeping; /* receiver may sleep on dataFd */
+  _Alignas(64) shmSlot slots[COLL_SHM_NSLOTS];
+} shmHdr;
+
+enum { SHM_REQ_FREE = 0, SHM_REQ_ACTIVE, SHM_REQ_DONE };
+enum { SHM_PH_NEW = 0, SHM_PH_COPY, SHM_PH_CMA, SHM_PH_CMA_WAIT, SHM_PH_DONE };
+
+struct shmComm;
+typedef struct {
+  struct shmComm* comm;
+  int state;
+  int phase;     /* sender: SHM_PH_* */
+  int started;   /* first slot of the message sent / seen */
+  char* data;
+  size_t size;   /* posted size (send: message length; recv: capacity) */
+  size_t len;    /* message length (recv: known once started) */
+  size_t off;    /* payload bytes moved */
+  uint32_t cmaStatus; /* sender: the receiver's answer to its CMA descriptor */
+  size_t cmaPosted;   /* sender: the receiver's posted size (TOOBIG answer) */
+} shmReq;
+
+#define SHM_TAG_COMM 0x53434f4du   /* first field of a send/recv comm */
+#define SHM_TAG_LISTEN 0x534c534eu /* first field of a listen comm */
+
+typedef struct shmComm {
+  uint32_t tag;     /* SHM_TAG_COMM */
+  int isSend;
+  shmHdr* hdr;
+  size_t mapBytes;
+  char* data;       /* first slot's payload */
+  size_t slotBytes;
+  int sock, dataFd, spaceFd;
+  int peerPid;      /* from SO_PEERCRED: valid in this pid namespace, 0 if not */
+  uint64_t mine;    /* own counter (sender: head, receiver: tail) */
+  uint64_t peer;    /* the other side's counter as last loaded */
+  int armed;        /* our sleeping flag is set in the header */
+  int stale;        /* our eventfd may hold an old wake-up: reset it before sleeping */
+  int cmaOn;        /* sender: may send descriptors; receiver: reads them (else NACK) */
+  size_t cmaThreshold; /* sender: CMA from this size; 0: never */
+  double lastCheck; /* last peer-alive check of the socket (collTimeNow) */
+  uint64_t posted, progressed;
+  shmReq* slotOwner[COLL_SHM_NSLOTS]; /* sender: request awaiting the answer in that slot */
+  unsigned long long copyMsgs, cmaMsgs;
+  collResult_t err;
+  char errMsg[400];
+  shmReq reqs[COLL_SHM_MAX_REQUESTS];
+} shmComm;
+
+/* shm_ring.c: posts an isend (isSend = 1) or irecv on c; *request NULL = retry. */
+collResult_t shmPost(shmComm* c, int isSend, void* data, size_t size, void** request);
+/* shm_ring.c: test() of the table: drives c's FIFO, reports and releases request. */
+collResult_t shmTest(void* request, int* done, size_t* size);
+/* shm_ring.c: prepares c for a poll() by the caller and returns the fd to poll
+ * (POLLIN on dataFd for a receiver, POLLOUT on spaceFd for a sender). */
+int shmArm(shmComm* c);
+/* shm_ring.c: marks c closed in the shared header and wakes the peer. */
+void shmMarkClosed(shmComm* c);
+
+/* shm_setup.c: the table's listen, connect, accept, closeSend/closeRecv
+ * (one function for both) and closeListen. */
+typedef struct shmListen shmListen;
+collResult_t shmListenFn(int dev, void* handle, void** listenComm);
+collResult_t shmConnect(int dev, const void* handle, void** sendComm);
+collResult_t shmAccept(void* listenComm, void** recvComm);
+collResult_t shmCloseComm(void* comm);
+collResult_t shmCloseListen(void* listenComm);
+/* shm_setup.c: the listen socket of a listen comm. */
+int shmListenFd(const shmListen* l);
+/* shm_setup.c: slot bytes, data offset and total bytes of a new connection's
+ * segment (from COLL_SHM_BUFFSIZE). */
+void shmSizes(size_t* slotBytes, size_t* dataOff, size_t* total);
+
+/* shm_cma.c: reads len bytes at addr of process pid into dst with
+ * process_vm_readv (continuing partial reads). Returns 0 or an errno value. */
+int shmCmaCopy(int pid, void* dst, uint64_t addr, size_t len);
+/* shm_cma.c: this process's single-copy threshold (0: never), decided once;
+ * *why (if why) gets the reason for the log. */
+size_t shmCmaThreshold(const char** why);
+
+#endif
