@@ -7,7 +7,9 @@
  * in any order. Senders never wait on their peer, so ranks that connect all
  * their sends before accepting their receives cannot deadlock.
  */
+#include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,11 +89,35 @@ collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** o
   return collSuccess;
 }
 
+/* While we wait for `peer` to connect, is it still there? A peer on this
+ * host whose process is gone (kill(pid, 0) fails with ESRCH), or any
+ * established connection with it that the other side closed (POLLRDHUP,
+ * POLLHUP, POLLERR on its fd), means it will never connect: a peer that
+ * died, or one that failed and closed everything. Returns 1 if gone. */
+static int collConnPeerGone(collComm_t comm, int peer) {
+  if (comm->peers[peer].hostHash == comm->peers[comm->rank].hostHash && comm->peers[peer].pid > 0 &&
+      kill(comm->peers[peer].pid, 0) != 0 && errno == ESRCH)
+    return 1;
+  const collNet_v1_t* net = collPeerNet(comm, peer);
+  for (int c = 0; c < comm->nchannels; c++) {
+    collConn* k = &comm->conns[c * comm->nranks + peer];
+    void* ends[2] = {k->sendComm, k->recvComm};
+    for (int e = 0; e < 2; e++) {
+      int fd = -1;
+      if (!ends[e] || net->getPollFd(ends[e], &fd) != collSuccess || fd < 0) continue;
+      struct pollfd pfd = {fd, POLLRDHUP, 0};
+      if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR))) return 1;
+    }
+  }
+  return 0;
+}
+
 collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** out) {
   double deadline = collConnDeadline(comm);
   collConn* want = &comm->conns[channel * comm->nranks + peer];
   int kind = comm->peerKind[peer];
   const collNet_v1_t* net = comm->nets[kind];
+  double nextCheck = collTimeNow() + 0.1;
   while (!want->recvComm) {
     void* rc = NULL;
     collResult_t r = net->accept(comm->listenComms[kind], &rc);
@@ -102,6 +128,14 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
       if (net->getPollFd(comm->listenComms[kind], &fd) == collSuccess && fd >= 0) {
         struct pollfd pfd = {fd, POLLIN, 0};
         poll(&pfd, 1, 10);
+      }
+      if (collTimeNow() > nextCheck) {
+        nextCheck = collTimeNow() + 0.1;
+        if (collConnPeerGone(comm, peer))
+          return collSetError(collRemoteError,
+                              "rank %d: rank %d (%s, pid %d) is gone (process exited or closed its connections) "
+                              "while rank %d waited for it to connect on channel %d",
+                              comm->rank, peer, comm->peers[peer].host, comm->peers[peer].pid, comm->rank, channel);
       }
       if (deadline > 0 && collTimeNow() > deadline)
         return collSetError(collTimeout, "rank %d: timed out after %d s (COLL_TIMEOUT) waiting for rank %d (%s) to connect on channel %d",

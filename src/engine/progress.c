@@ -14,12 +14,26 @@ void collIdleInit(collComm_t comm, collIdle* w) {
 }
 
 void collIdleAdd(collIdle* w, const collNet_v1_t* net, void* netComm, short events) {
-  int fd = -1;
-  if (w->nfds >= COLL_MAX_POLLFDS || net->getPollFd(netComm, &fd) != collSuccess || fd < 0) return;
-  w->fds[w->nfds].fd = fd;
+  if (w->nfds >= COLL_MAX_POLLFDS) return;
+  w->nets[w->nfds] = net;
+  w->comms[w->nfds] = netComm;
   w->fds[w->nfds].events = events;
-  w->fds[w->nfds].revents = 0;
   w->nfds++;
+}
+
+/* Sleeps in poll() on the fds of what is pending (at most 5 ms). */
+static void collIdleSleep(collIdle* w) {
+  int n = 0;
+  for (int i = 0; i < w->nfds; i++) {
+    int fd = -1;
+    if (w->nets[i]->getPollFd(w->comms[i], &fd) != collSuccess || fd < 0) continue;
+    w->fds[n].fd = fd;
+    w->fds[n].events = w->fds[i].events;
+    w->fds[n].revents = 0;
+    n++;
+  }
+  if (n > 0) poll(w->fds, (nfds_t)n, 5);
+  else sched_yield();
 }
 
 collResult_t collEngineFail(collComm_t comm, collResult_t r) {
@@ -45,10 +59,7 @@ collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const ch
                  what, comm->timeoutSec, waitPeer, waitPeer >= 0 ? collCommPeerHost(comm, waitPeer) : "-");
     return collEngineFail(comm, collTimeout);
   }
-  if (++w->idle > w->spin) {
-    if (w->nfds > 0) poll(w->fds, (nfds_t)w->nfds, 5);
-    else sched_yield();
-  }
+  if (++w->idle > w->spin) collIdleSleep(w);
   w->nfds = 0;
   return collSuccess;
 }

@@ -15,6 +15,10 @@ typedef struct {
   int idle;
   int spin;
   double deadline;
+  /* what the pending requests wait on; resolved to fds only before sleeping
+   * (getPollFd may arm a transport's wake-up, so it is not called per spin) */
+  const collNet_v1_t* nets[COLL_MAX_POLLFDS];
+  void* comms[COLL_MAX_POLLFDS];
   struct pollfd fds[COLL_MAX_POLLFDS];
   int nfds;
 } collIdle;
