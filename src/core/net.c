@@ -2,6 +2,8 @@
 #include "core/net.h"
 
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "misc/log.h"
@@ -17,9 +19,14 @@ static pthread_mutex_t collNetLock = PTHREAD_MUTEX_INITIALIZER;
 static int collInterReady[COLL_NINTER];
 static int collIntraState; /* 0 untried, 1 ready, -1 unavailable */
 
+/* Log callback handed to transports: their messages go to COLL_DEBUG (NET). */
 static void collNetLog(int level, const char* fmt, ...) {
-  (void)level;
-  (void)fmt;
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  collLog(level, COLL_SUB_NET, __FILE__, __LINE__, "%s", msg);
 }
 
 collResult_t collNetGetInter(const char* name, const collNet_v1_t** out) {
