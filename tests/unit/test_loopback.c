@@ -37,6 +37,7 @@
 #include "misc/socket.h"
 #include "reduce/reduce.h"
 #include "transports/loopback/loopback.h"
+#include "net_testlib.h"
 
 static const collNet_v1_t* N = &collNetLoopback;
 /* Live loopback objects when the current test started: a test that failed
@@ -55,9 +56,8 @@ static int setBase(void** st) {
 #define JUNK_BYTE 0x5A
 
 /* ---- transport helpers ---------------------------------------------------- */
-typedef struct { void *listen, *send, *recv; } pair_t;
-
-static void makePair(pair_t* p) {
+/* Stricter than netMakePair: accept reports nothing before the connect. */
+static void makePair(netPair_t* p) {
   char handle[COLL_NET_HANDLE_BYTES];
   assert_int_equal(N->listen(0, handle, &p->listen), collSuccess);
   p->recv = (void*)1;
@@ -67,12 +67,6 @@ static void makePair(pair_t* p) {
   assert_non_null(p->send);
   assert_int_equal(N->accept(p->listen, &p->recv), collSuccess);
   assert_non_null(p->recv);
-}
-
-static void closePair(pair_t* p) {
-  assert_int_equal(N->closeSend(p->send), collSuccess);
-  assert_int_equal(N->closeRecv(p->recv), collSuccess);
-  assert_int_equal(N->closeListen(p->listen), collSuccess);
 }
 
 static void* post(void* comm, int isSend, void* buf, size_t n) {
@@ -142,7 +136,7 @@ static void test_table(void** st) {
 /* FIFO order, sizes (0 and partial), eager copy semantics, rendezvous. */
 static void test_fifo(void** st) {
   (void)st;
-  pair_t p;
+  netPair_t p;
   makePair(&p);
   enum { K = 6 };
   static const size_t sz[K] = {10, 0, 5000, 1, 70000, 300};
@@ -191,7 +185,7 @@ static void test_fifo(void** st) {
   assert_int_equal(N->isend(p.recv, big, 1, NULL, &q), collInvalidUsage);
   assert_int_equal(N->irecv(p.send, big, 1, NULL, &q), collInvalidUsage);
   for (int k = 0; k < K; k++) { free(sbuf[k]); free(rbuf[k]); }
-  closePair(&p);
+  netClosePair(N, &p);
   LIVE(0);
 }
 
@@ -201,7 +195,7 @@ static void test_oversize_transport(void** st) {
   (void)st;
   for (int rdv = 0; rdv < 2; rdv++) {
     collLoopbackSetEagerLimit(rdv ? 64 : COLL_LB_EAGER_DEFAULT);
-    pair_t p;
+    netPair_t p;
     makePair(&p);
     char src[100], dst[64 + GUARD];
     memset(src, 's', sizeof src);
@@ -216,7 +210,7 @@ static void test_oversize_transport(void** st) {
     void* q = NULL;
     assert_int_equal(N->isend(p.send, src, 1, NULL, &q), collRemoteError);
     assert_int_equal(N->irecv(p.recv, dst, 64, NULL, &q), collRemoteError);
-    closePair(&p);
+    netClosePair(N, &p);
   }
   collLoopbackSetEagerLimit(COLL_LB_EAGER_DEFAULT);
   LIVE(0);
@@ -225,7 +219,7 @@ static void test_oversize_transport(void** st) {
 /* Beyond COLL_LB_MAX_REQUESTS unmatched sends isend asks to retry. */
 static void test_retry_when_full(void** st) {
   (void)st;
-  pair_t p;
+  netPair_t p;
   makePair(&p);
   int v[COLL_LB_MAX_REQUESTS + 1], got = -1;
   size_t n;
@@ -244,7 +238,7 @@ static void test_retry_when_full(void** st) {
     assert_int_equal(waitReq(post(p.recv, 0, &got, sizeof got), &n), collSuccess);
     assert_int_equal(got, k);
   }
-  closePair(&p);
+  netClosePair(N, &p);
   LIVE(0);
 }
 
@@ -252,7 +246,7 @@ static void test_retry_when_full(void** st) {
  * fails the sender's unfinished and later requests. */
 static void test_close(void** st) {
   (void)st;
-  pair_t p;
+  netPair_t p;
   makePair(&p);
   int a = 1, b = 2, got = 0;
   size_t n;
@@ -324,7 +318,7 @@ static void test_handles(void** st) {
 static void test_pollfd(void** st) {
   (void)st;
   char h[COLL_NET_HANDLE_BYTES];
-  pair_t p;
+  netPair_t p;
   assert_int_equal(N->listen(0, h, &p.listen), collSuccess);
   assert_false(readable(p.listen, POLLIN));
   assert_int_equal(N->connect(0, h, &p.send), collSuccess);
@@ -351,7 +345,7 @@ static void test_pollfd(void** st) {
   assert_int_equal(testOnce(s, &n), 1);
   assert_int_equal(testOnce(r, &n), 1);
   collLoopbackSetEagerLimit(COLL_LB_EAGER_DEFAULT);
-  closePair(&p);
+  netClosePair(N, &p);
   LIVE(0);
 }
 
@@ -401,7 +395,7 @@ static void* stSender(void* arg) {
 static void test_two_threads(void** st) {
   (void)st;
   collLoopbackSetEagerLimit(1024);
-  pair_t p;
+  netPair_t p;
   makePair(&p);
   streamArg tx = {p.send, 0, 0}, rx = {p.recv, 1, 0};
   pthread_t t;
@@ -426,7 +420,7 @@ static void test_two_threads(void** st) {
   assert_int_equal(bad, 0);
   assert_int_equal(tx.ok, 1);
   assert_int_equal(tx.pollTimeouts + rx.pollTimeouts, 0);
-  closePair(&p);
+  netClosePair(N, &p);
   collLoopbackSetEagerLimit(COLL_LB_EAGER_DEFAULT);
   LIVE(0);
 }

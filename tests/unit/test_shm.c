@@ -42,22 +42,10 @@
 #include "misc/log.h"
 #include "misc/socket.h"
 #include "transports/shm/shm.h"
+#include "net_testlib.h"
 
 static const collNet_v1_t* N = &collNetShm;
 static int gDevShmBefore = -1, gFdsBefore = -1;
-
-/* Byte i of message `seed`. */
-static uint8_t pat(size_t i, unsigned seed) { return (uint8_t)(i * 131u + seed * 7u + (i >> 9)); }
-
-static void fill(uint8_t* b, size_t n, unsigned seed) {
-  for (size_t i = 0; i < n; i++) b[i] = pat(i, seed);
-}
-
-static int check(const uint8_t* b, size_t n, unsigned seed) {
-  for (size_t i = 0; i < n; i++)
-    if (b[i] != pat(i, seed)) return 0;
-  return 1;
-}
 
 /* Entries of a directory (without . and ..), -1 if it cannot be read. */
 static int countDir(const char* path) {
@@ -73,171 +61,13 @@ static int countDir(const char* path) {
 
 static int countFds(void) { return countDir("/proc/self/fd") - 1; /* the DIR's own */ }
 
-typedef struct {
-  void* listen;
-  void* send;
-  void* recv;
-} pair_t;
+/* Waits sleep in poll() and count lost wake-ups; messages k % 50 == 49 of
+ * the mix (300000 + k bytes) go by single copy. */
+static const netStreamOpts_t kOpts = {300000, 1};
 
-/* Accepts on l until a connection arrives (5 s at most); NULL on failure. */
-static void* acceptOne(void* l) {
-  void* rc = NULL;
-  for (int i = 0; i < 5000 && !rc; i++) {
-    if (N->accept(l, &rc) != collSuccess) return NULL;
-    if (!rc) usleep(1000);
-  }
-  return rc;
-}
-
-/* listen + connect + accept within this process. */
-static void makePair(pair_t* p) {
-  char handle[COLL_NET_HANDLE_BYTES];
-  assert_int_equal(N->listen(0, handle, &p->listen), collSuccess);
-  assert_non_null(p->listen);
-  assert_int_equal(N->connect(0, handle, &p->send), collSuccess);
-  assert_non_null(p->send);
-  p->recv = acceptOne(p->listen);
-  assert_non_null(p->recv);
-}
-
-static void closePair(pair_t* p) {
-  assert_int_equal(N->closeSend(p->send), collSuccess);
-  assert_int_equal(N->closeRecv(p->recv), collSuccess);
-  assert_int_equal(N->closeListen(p->listen), collSuccess);
-}
-
-/* Tests req until done, sleeping in poll() on the comm's fd in between (as
- * the engine does). *lostWakeups counts polls that hit their 1 s timeout. */
-static collResult_t waitPoll(void* comm, void* req, size_t* size, int isSend, int* lostWakeups) {
-  int done = 0;
-  for (;;) {
-    collResult_t r = N->test(req, &done, size);
-    if (r != collSuccess || done) return r;
-    int fd = -1;
-    if (N->getPollFd(comm, &fd) != collSuccess || fd < 0) return collInternalError;
-    struct pollfd p = {fd, isSend ? POLLOUT : POLLIN, 0};
-    double t0 = collTimeNow();
-    poll(&p, 1, 1000);
-    if (collTimeNow() - t0 > 0.9 && lostWakeups) (*lostWakeups)++;
-  }
-}
-
-/* Tests req until done without sleeping. */
-static collResult_t waitReq(void* req, size_t* size) {
-  int done = 0;
-  for (;;) {
-    collResult_t r = N->test(req, &done, size);
-    if (r != collSuccess || done) return r;
-  }
-}
-
-/* Posts with retry while the pool is exhausted; NULL on an error. */
-static void* post(void* comm, int isSend, void* buf, size_t n) {
-  void* req = NULL;
-  while (!req) {
-    collResult_t r = isSend ? N->isend(comm, buf, n, NULL, &req) : N->irecv(comm, buf, n, NULL, &req);
-    if (r != collSuccess) return NULL;
-  }
-  return req;
-}
-
-/* ---- streams: usable from threads and children (no asserts inside) ---- */
-
-typedef struct {
-  void* comm;
-  int count;
-  const size_t* sizes; /* NULL: streamSize's mix */
-  unsigned seed0;
-  int errors;      /* wrong sizes, bytes, guards or failed calls */
-  int lostWakeups; /* polls that ran into their timeout */
-} stream_t;
-
-static size_t streamSize(const stream_t* s, int k) {
-  if (s->sizes) return s->sizes[k];
-  if (k % 50 == 49) return 300000 + (size_t)k; /* single copy */
-  return ((size_t)k * 37u) % 5000u;
-}
-
-/* Sender: up to 64 messages in flight, completion tested in FIFO order. */
-static void* sendStream(void* arg) {
-  stream_t* s = arg;
-  enum { W = 64 };
-  void* reqs[W];
-  uint8_t* bufs[W];
-  int head = 0;
-  for (int k = 0; k < s->count; k++) {
-    if (k - head == W) {
-      size_t n = 0;
-      if (waitPoll(s->comm, reqs[head % W], &n, 1, &s->lostWakeups) != collSuccess || n != streamSize(s, head))
-        s->errors++;
-      free(bufs[head % W]);
-      head++;
-    }
-    size_t n = streamSize(s, k);
-    bufs[k % W] = malloc(n ? n : 1);
-    fill(bufs[k % W], n, s->seed0 + (unsigned)k);
-    reqs[k % W] = post(s->comm, 1, bufs[k % W], n);
-    if (!reqs[k % W]) {
-      s->errors++;
-      free(bufs[k % W]);
-      for (; head < k; head++) free(bufs[head % W]);
-      return NULL;
-    }
-  }
-  for (; head < s->count; head++) {
-    size_t n = 0;
-    if (waitPoll(s->comm, reqs[head % W], &n, 1, &s->lostWakeups) != collSuccess || n != streamSize(s, head))
-      s->errors++;
-    free(bufs[head % W]);
-  }
-  return NULL;
-}
-
-/* Waits for received message k and checks its bytes and 8 guard bytes. */
-static void finishRecv(stream_t* s, void* req, uint8_t* buf, int k) {
-  size_t n = 99, want = streamSize(s, k);
-  if (waitPoll(s->comm, req, &n, 0, &s->lostWakeups) != collSuccess || n != want ||
-      !check(buf, want, s->seed0 + (unsigned)k))
-    s->errors++;
-  for (int g = 0; g < 8; g++)
-    if (buf[want + (size_t)g] != 0xEE) s->errors++;
-  free(buf);
-}
-
-/* Receiver: up to 64 receives posted. */
-static void* recvStream(void* arg) {
-  stream_t* s = arg;
-  enum { W = 64 };
-  void* reqs[W];
-  uint8_t* bufs[W];
-  int head = 0;
-  for (int k = 0; k < s->count; k++) {
-    if (k - head == W) { finishRecv(s, reqs[head % W], bufs[head % W], head); head++; }
-    size_t n = streamSize(s, k);
-    bufs[k % W] = malloc(n + 8);
-    memset(bufs[k % W], 0xEE, n + 8);
-    reqs[k % W] = post(s->comm, 0, bufs[k % W], n);
-    if (!reqs[k % W]) {
-      s->errors++;
-      free(bufs[k % W]);
-      for (; head < k; head++) free(bufs[head % W]);
-      return NULL;
-    }
-  }
-  for (; head < s->count; head++) finishRecv(s, reqs[head % W], bufs[head % W], head);
-  return NULL;
-}
-
-/* Runs a sender thread and the receiver here over pair p. */
-static void runStream(pair_t* p, int count, const size_t* sizes, unsigned seed) {
-  stream_t tx = {p->send, count, sizes, seed, 0, 0}, rx = {p->recv, count, sizes, seed, 0, 0};
-  pthread_t t;
-  assert_int_equal(pthread_create(&t, NULL, sendStream, &tx), 0);
-  recvStream(&rx);
-  assert_int_equal(pthread_join(t, NULL), 0);
-  assert_int_equal(tx.errors, 0);
-  assert_int_equal(rx.errors, 0);
-  assert_int_equal(tx.lostWakeups + rx.lostWakeups, 0);
+/* A stream over comm with this file's options (usable in children). */
+static netStream_t shmStream(void* comm, int count, const size_t* sizes, unsigned seed) {
+  return netStreamInit(N, &kOpts, comm, count, sizes, seed);
 }
 
 static const size_t kSizes[] = {0, 1, 4095, 65536, (1u << 20) + 3, 16u << 20, 7, 300000};
@@ -285,27 +115,12 @@ static int reap(pid_t pid) {
 
 static void test_properties_and_stubs(void** st) {
   (void)st;
-  int ndev = 0;
   collNetProperties_t p;
-  assert_int_equal(N->version, COLL_NET_VERSION);
-  assert_int_equal(N->size, sizeof(collNet_v1_t));
-  assert_string_equal(N->name, "shm");
-  void* const* fns = (void* const*)&N->init; /* every operation is present */
-  for (size_t i = 0; i < (sizeof(collNet_v1_t) - offsetof(collNet_v1_t, init)) / sizeof(void*); i++)
-    assert_non_null(fns[i]);
-  assert_int_equal(N->init(NULL), collSuccess);
-  assert_int_equal(N->devices(&ndev), collSuccess);
-  assert_int_equal(ndev, 1);
-  assert_int_equal(N->getProperties(0, &p), collSuccess);
-  assert_string_equal(p.name, "shm");
+  netCheckTable(N, "shm", "shm", &p);
   assert_true(p.speedGbps > 0);
   assert_true(p.latencyUs > 0);
-  assert_int_equal(p.ptrSupport, COLL_PTR_HOST);
-  assert_int_equal(p.hasPut, 0);
-  assert_true(p.maxMessage == SIZE_MAX);
-  assert_int_equal(N->getProperties(1, &p), collInvalidArgument);
-  pair_t q;
-  makePair(&q);
+  netPair_t q;
+  netMakePair(N, &q);
   int fd = -1;
   assert_int_equal(N->getPollFd(q.listen, &fd), collSuccess);
   assert_true(fd >= 0);
@@ -315,82 +130,38 @@ static void test_properties_and_stubs(void** st) {
   fd = -1;
   assert_int_equal(N->getPollFd(q.recv, &fd), collSuccess);
   assert_true(fd >= 0);
-  void* mh = NULL;
+  netCheckStubs(N, &q);
   char buf[8];
-  assert_int_equal(N->regMr(q.send, buf, 8, COLL_PTR_HOST, &mh), collSuccess);
-  assert_non_null(mh);
-  assert_int_equal(N->regMr(q.send, buf, 8, COLL_PTR_CUDA, &mh), collInvalidArgument);
-  assert_int_equal(N->deregMr(q.send, mh), collSuccess);
   void* req = (void*)1;
-  assert_int_equal(N->iput(q.send, buf, 8, mh, 0, 0, &req), collInvalidUsage);
-  assert_null(req);
-  req = (void*)1;
-  assert_int_equal(N->iflush(q.recv, buf, 8, mh, &req), collSuccess);
-  assert_null(req);
-  assert_int_equal(N->isend(q.recv, buf, 8, NULL, &req), collInvalidUsage); /* wrong side */
   assert_int_equal(N->irecv(q.send, buf, 8, NULL, &req), collInvalidUsage);
   assert_int_equal(N->isend(q.listen, buf, 8, NULL, &req), collInvalidArgument); /* not a data comm */
   collShmStats s;
   collShmGetStats(q.recv, &s);
   assert_int_equal(s.peerPid, getpid());
-  closePair(&q);
+  netClosePair(N, &q);
   assert_int_equal(N->fini(), collSuccess);
 }
 
 static void test_sizes_threads(void** st) {
   (void)st;
-  pair_t q;
-  makePair(&q);
-  runStream(&q, NSIZES, kSizes, 10);
+  netPair_t q;
+  netMakePair(N, &q);
+  netRunStream(N, &kOpts, &q, NSIZES, kSizes, 10);
   collShmStats s;
   collShmGetStats(q.recv, &s);
   assert_int_equal(s.cmaMsgs, 3); /* 1 MiB+3, 16 MiB, 300000 (plain copy within one process) */
   assert_int_equal(s.copyMsgs, NSIZES - 3);
-  closePair(&q);
+  netClosePair(N, &q);
 }
 
 static void test_many_in_flight(void** st) {
   (void)st;
-  pair_t q;
-  makePair(&q);
-  runStream(&q, 600, NULL, 1000);
-  closePair(&q);
+  netTestManyInFlight(N, &kOpts);
 }
 
-/* Testing the last of 8 requests drives the earlier ones; receiving into a
- * larger buffer reports the sent size. */
 static void test_test_drives_earlier(void** st) {
   (void)st;
-  pair_t q;
-  makePair(&q);
-  enum { K = 8 };
-  uint8_t out[K][3000], in[K][4000];
-  void *sr[K], *rr[K];
-  for (int k = 0; k < K; k++) {
-    fill(out[k], sizeof out[k], (unsigned)k);
-    memset(in[k], 0xEE, sizeof in[k]);
-    rr[k] = post(q.recv, 0, in[k], sizeof in[k]);
-  }
-  for (int k = 0; k < K; k++) sr[k] = post(q.send, 1, out[k], 1000 + (size_t)k * 100);
-  size_t n = 0;
-  assert_int_equal(waitReq(sr[K - 1], &n), collSuccess);
-  assert_int_equal(n, 1700);
-  assert_int_equal(waitReq(rr[K - 1], &n), collSuccess);
-  assert_int_equal(n, 1700);
-  for (int k = 0; k < K - 1; k++) {
-    int done = 0;
-    assert_int_equal(N->test(sr[k], &done, &n), collSuccess);
-    assert_int_equal(done, 1);
-    assert_int_equal(N->test(rr[k], &done, &n), collSuccess);
-    assert_int_equal(done, 1);
-    assert_int_equal(n, 1000 + (size_t)k * 100);
-  }
-  for (int k = 0; k < K; k++) {
-    size_t len = 1000 + (size_t)k * 100;
-    assert_true(check(in[k], len, (unsigned)k));
-    assert_int_equal(in[k][len], 0xEE);
-  }
-  closePair(&q);
+  netTestTestDrivesEarlier(N);
 }
 
 /* Waits for n send requests (a thread, so the receiver can run meanwhile). */
@@ -399,7 +170,7 @@ static void* waitAllThread(void* arg) {
   waiter_t* w = arg;
   for (int k = 0; k < w->n; k++) {
     size_t n = 99;
-    if (waitReq(w->reqs[k], &n) != collSuccess || n != 0) w->errors++;
+    if (netWaitReq(N, w->reqs[k], &n) != collSuccess || n != 0) w->errors++;
   }
   return NULL;
 }
@@ -408,22 +179,15 @@ static void* waitAllThread(void* arg) {
  * tested done. The ring holds 8 messages, so most sends stay pending. */
 static void test_pool_exhaustion(void** st) {
   (void)st;
-  pair_t q;
-  makePair(&q);
+  netPair_t q;
+  netMakePair(N, &q);
   void* r[COLL_SHM_MAX_REQUESTS + 1];
-  for (int k = 0; k < COLL_SHM_MAX_REQUESTS; k++) {
-    r[k] = NULL;
-    assert_int_equal(N->isend(q.send, NULL, 0, NULL, &r[k]), collSuccess);
-    assert_non_null(r[k]);
-  }
-  void* extra = (void*)1;
-  assert_int_equal(N->isend(q.send, NULL, 0, NULL, &extra), collSuccess);
-  assert_null(extra);
+  netFillRequestPool(N, q.send, r, COLL_SHM_MAX_REQUESTS);
   int done = 1;
   size_t n = 5;
   assert_int_equal(N->test(r[COLL_SHM_NSLOTS], &done, &n), collSuccess); /* ring full */
   assert_int_equal(done, 0);
-  assert_int_equal(waitReq(r[0], &n), collSuccess);
+  assert_int_equal(netWaitReq(N, r[0], &n), collSuccess);
   assert_int_equal(n, 0);
   assert_int_equal(N->isend(q.send, NULL, 0, NULL, &r[COLL_SHM_MAX_REQUESTS]), collSuccess);
   assert_non_null(r[COLL_SHM_MAX_REQUESTS]);
@@ -432,7 +196,7 @@ static void test_pool_exhaustion(void** st) {
   assert_int_equal(pthread_create(&t, NULL, waitAllThread, &w), 0);
   void* rr[COLL_SHM_MAX_REQUESTS + 1];
   for (int k = 0; k <= COLL_SHM_MAX_REQUESTS; k++) {
-    if (k == COLL_SHM_MAX_REQUESTS) assert_int_equal(waitReq(rr[0], &n), collSuccess); /* frees a slot */
+    if (k == COLL_SHM_MAX_REQUESTS) assert_int_equal(netWaitReq(N, rr[0], &n), collSuccess); /* frees a slot */
     void* none = (void*)1;
     if (k == COLL_SHM_MAX_REQUESTS) {
       assert_int_equal(N->irecv(q.recv, NULL, 0, NULL, &none), collSuccess);
@@ -440,114 +204,90 @@ static void test_pool_exhaustion(void** st) {
       rr[k] = none;
       continue;
     }
-    rr[k] = post(q.recv, 0, NULL, 0);
+    rr[k] = netPost(N, q.recv, 0, NULL, 0);
     assert_non_null(rr[k]);
   }
   for (int k = 1; k <= COLL_SHM_MAX_REQUESTS; k++) {
     n = 5;
-    assert_int_equal(waitReq(rr[k], &n), collSuccess);
+    assert_int_equal(netWaitReq(N, rr[k], &n), collSuccess);
     assert_int_equal(n, 0);
   }
   assert_int_equal(pthread_join(t, NULL), 0);
   assert_int_equal(w.errors, 0);
-  closePair(&q);
+  netClosePair(N, &q);
 }
 
 /* Copy path: 100 bytes sent, 64 posted: collRemoteError, nothing written. */
 static void test_oversize_copy(void** st) {
   (void)st;
-  pair_t q;
-  makePair(&q);
-  uint8_t out[100], in[64 + 16];
-  fill(out, sizeof out, 3);
-  memset(in, 0xEE, sizeof in);
-  size_t n = 0;
-  assert_int_equal(waitReq(post(q.send, 1, out, sizeof out), &n), collSuccess);
-  assert_int_equal(n, 100);
-  void* r = post(q.recv, 0, in, 64);
-  assert_int_equal(waitReq(r, &n), collRemoteError);
-  assert_non_null(strstr(collGetLastError(NULL), "peer sent 100 bytes, receiver posted 64"));
-  for (size_t i = 0; i < sizeof in; i++) assert_int_equal(in[i], 0xEE);
-  void* again = NULL;
-  assert_int_equal(N->irecv(q.recv, in, 64, NULL, &again), collRemoteError); /* sticky */
-  assert_null(again);
+  netPair_t q;
+  netMakePair(N, &q);
+  netCheckOversize(N, &q);
+  uint8_t out[10];
+  netFill(out, sizeof out, 3);
+  size_t n;
   /* the sender learns that the receiver failed */
-  void* s = post(q.send, 1, out, 10);
-  if (s) assert_int_equal(waitReq(s, &n), collRemoteError);
-  closePair(&q);
+  void* s = netPost(N, q.send, 1, out, 10);
+  if (s) assert_int_equal(netWaitReq(N, s, &n), collRemoteError);
+  netClosePair(N, &q);
 }
 
 /* Single-copy path: 1 MiB sent, 512 KiB posted: both sides fail, the
  * receive buffer and its guard stay untouched. */
 static void test_oversize_cma(void** st) {
   (void)st;
-  pair_t q;
-  makePair(&q);
+  netPair_t q;
+  netMakePair(N, &q);
   const size_t big = 1u << 20, small = 512u << 10;
   uint8_t* out = malloc(big);
   uint8_t* in = malloc(small + 64);
-  fill(out, big, 4);
+  netFill(out, big, 4);
   memset(in, 0xEE, small + 64);
-  void* s = post(q.send, 1, out, big);
-  void* r = post(q.recv, 0, in, small);
+  void* s = netPost(N, q.send, 1, out, big);
+  void* r = netPost(N, q.recv, 0, in, small);
   size_t n;
-  assert_int_equal(waitReq(r, &n), collRemoteError);
+  assert_int_equal(netWaitReq(N, r, &n), collRemoteError);
   assert_non_null(strstr(collGetLastError(NULL), "peer sent 1048576 bytes, receiver posted 524288"));
   for (size_t i = 0; i < small + 64; i++) assert_int_equal(in[i], 0xEE);
-  assert_int_equal(waitReq(s, &n), collRemoteError);
+  assert_int_equal(netWaitReq(N, s, &n), collRemoteError);
   assert_non_null(strstr(collGetLastError(NULL), "posted a 524288-byte receive for a 1048576-byte message"));
   free(out);
   free(in);
-  closePair(&q);
+  netClosePair(N, &q);
 }
 
 /* Sender closes: messages sent before are still delivered, then the pending
  * receive fails with collRemoteError. */
 static void test_peer_close_recv(void** st) {
   (void)st;
-  pair_t q;
-  makePair(&q);
+  netPair_t q;
+  netMakePair(N, &q);
   uint8_t out[3][100], in[16];
   size_t n;
   for (int k = 0; k < 3; k++) {
-    fill(out[k], 100, (unsigned)k + 50);
-    assert_int_equal(waitReq(post(q.send, 1, out[k], 100), &n), collSuccess);
+    netFill(out[k], 100, (unsigned)k + 50);
+    assert_int_equal(netWaitReq(N, netPost(N, q.send, 1, out[k], 100), &n), collSuccess);
   }
   assert_int_equal(N->closeSend(q.send), collSuccess);
   for (int k = 0; k < 3; k++) {
     uint8_t b[100];
-    assert_int_equal(waitReq(post(q.recv, 0, b, 100), &n), collSuccess);
-    assert_true(check(b, 100, (unsigned)k + 50));
+    assert_int_equal(netWaitReq(N, netPost(N, q.recv, 0, b, 100), &n), collSuccess);
+    assert_true(netCheck(b, 100, (unsigned)k + 50));
   }
-  void* r = post(q.recv, 0, in, sizeof in);
+  void* r = netPost(N, q.recv, 0, in, sizeof in);
   int lost = 0;
-  assert_int_equal(waitPoll(q.recv, r, &n, 0, &lost), collRemoteError);
+  assert_int_equal(netWaitPoll(N, q.recv, r, &n, 0, &lost), collRemoteError);
   assert_int_equal(lost, 0);
   assert_non_null(strstr(collGetLastError(NULL), "closed the shared-memory connection"));
   assert_int_equal(N->closeRecv(q.recv), collSuccess);
   assert_int_equal(N->closeListen(q.listen), collSuccess);
 }
 
-/* Receiver closes: the next sends fail with collRemoteError (no SIGPIPE). */
+/* Receiver closes: the next sends (100 bytes and 1 MiB in turn) fail with
+ * collRemoteError (no SIGPIPE). */
 static void test_peer_close_send(void** st) {
   (void)st;
-  pair_t q;
-  makePair(&q);
-  assert_int_equal(N->closeRecv(q.recv), collSuccess);
-  const size_t n = 1u << 20;
-  uint8_t* buf = calloc(1, n);
-  collResult_t r = collSuccess;
-  for (int i = 0; i < 64 && r == collSuccess; i++) {
-    size_t sz;
-    void* req = NULL;
-    r = N->isend(q.send, buf, i % 2 ? n : 100, NULL, &req);
-    if (r == collSuccess) r = waitReq(req, &sz);
-  }
-  assert_int_equal(r, collRemoteError);
-  assert_non_null(strstr(collGetLastError(NULL), "closed the shared-memory connection"));
-  free(buf);
-  assert_int_equal(N->closeSend(q.send), collSuccess);
-  assert_int_equal(N->closeListen(q.listen), collSuccess);
+  netTestPeerCloseSend(N, 100, "closed the shared-memory connection");
 }
 
 /* ---- wake-ups ------------------------------------------------------------ */
@@ -566,7 +306,7 @@ static void* sleeperThread(void* arg) {
   double t0 = collTimeNow();
   int lost = 0;
   size_t n;
-  s->r = waitPoll(s->comm, s->req, &n, s->isSend, &lost);
+  s->r = netWaitPoll(N, s->comm, s->req, &n, s->isSend, &lost);
   s->waited = collTimeNow() - t0;
   if (lost) s->r = collInternalError;
   return NULL;
@@ -577,46 +317,46 @@ static void* sleeperThread(void* arg) {
  * receiver's ack. Each peer acts 100 ms after the sleeper went to sleep. */
 static void test_wakeups(void** st) {
   (void)st;
-  pair_t q;
-  makePair(&q);
+  netPair_t q;
+  netMakePair(N, &q);
   uint8_t buf[64] = {0};
   pthread_t t;
   size_t n;
   /* receiver sleeps */
-  sleeper_t s = {q.recv, post(q.recv, 0, buf, sizeof buf), 0, 0, collInternalError};
+  sleeper_t s = {q.recv, netPost(N, q.recv, 0, buf, sizeof buf), 0, 0, collInternalError};
   assert_int_equal(pthread_create(&t, NULL, sleeperThread, &s), 0);
   usleep(100000);
-  assert_int_equal(waitReq(post(q.send, 1, buf, 8), &n), collSuccess);
+  assert_int_equal(netWaitReq(N, netPost(N, q.send, 1, buf, 8), &n), collSuccess);
   assert_int_equal(pthread_join(t, NULL), 0);
   assert_int_equal(s.r, collSuccess);
   assert_true(s.waited < 0.9);
   /* sender sleeps on a full ring */
   void* sent[COLL_SHM_NSLOTS];
-  for (int k = 0; k < COLL_SHM_NSLOTS; k++) assert_int_equal(waitReq(sent[k] = post(q.send, 1, buf, 8), &n), collSuccess);
-  s = (sleeper_t){q.send, post(q.send, 1, buf, 8), 1, 0, collInternalError};
+  for (int k = 0; k < COLL_SHM_NSLOTS; k++) assert_int_equal(netWaitReq(N, sent[k] = netPost(N, q.send, 1, buf, 8), &n), collSuccess);
+  s = (sleeper_t){q.send, netPost(N, q.send, 1, buf, 8), 1, 0, collInternalError};
   assert_int_equal(pthread_create(&t, NULL, sleeperThread, &s), 0);
   usleep(100000);
-  assert_int_equal(waitReq(post(q.recv, 0, buf, sizeof buf), &n), collSuccess);
+  assert_int_equal(netWaitReq(N, netPost(N, q.recv, 0, buf, sizeof buf), &n), collSuccess);
   assert_int_equal(pthread_join(t, NULL), 0);
   assert_int_equal(s.r, collSuccess);
   assert_true(s.waited < 0.9);
-  for (int k = 0; k < COLL_SHM_NSLOTS; k++) assert_int_equal(waitReq(post(q.recv, 0, buf, sizeof buf), &n), collSuccess);
+  for (int k = 0; k < COLL_SHM_NSLOTS; k++) assert_int_equal(netWaitReq(N, netPost(N, q.recv, 0, buf, sizeof buf), &n), collSuccess);
   /* single-copy sender sleeps until the receiver read the message */
   const size_t big = 1u << 20;
   uint8_t* out = malloc(big);
   uint8_t* in = malloc(big);
-  fill(out, big, 9);
-  s = (sleeper_t){q.send, post(q.send, 1, out, big), 1, 0, collInternalError};
+  netFill(out, big, 9);
+  s = (sleeper_t){q.send, netPost(N, q.send, 1, out, big), 1, 0, collInternalError};
   assert_int_equal(pthread_create(&t, NULL, sleeperThread, &s), 0);
   usleep(100000);
-  assert_int_equal(waitReq(post(q.recv, 0, in, big), &n), collSuccess);
+  assert_int_equal(netWaitReq(N, netPost(N, q.recv, 0, in, big), &n), collSuccess);
   assert_int_equal(pthread_join(t, NULL), 0);
   assert_int_equal(s.r, collSuccess);
   assert_true(s.waited < 0.9);
-  assert_true(check(in, big, 9));
+  assert_true(netCheck(in, big, 9));
   free(out);
   free(in);
-  closePair(&q);
+  netClosePair(N, &q);
 }
 
 /* ---- between processes --------------------------------------------------- */
@@ -634,13 +374,13 @@ static int exchangeChild(void* arg, int wr) {
   void *l = NULL, *s = NULL, *r = NULL;
   if (N->listen(0, mine, &l) != collSuccess || write(wr, mine, sizeof mine) != (ssize_t)sizeof mine) return 2;
   if (N->connect(0, x->handle, &s) != collSuccess) return 3;
-  if (!(r = acceptOne(l))) return 4;
-  stream_t tx = {s, NSIZES, kSizes, 100, 0, 0}, tx2 = {s, 300, NULL, 200, 0, 0};
-  stream_t rx = {r, NSIZES, kSizes, 300, 0, 0}, rx2 = {r, 300, NULL, 400, 0, 0};
-  sendStream(&tx);
-  sendStream(&tx2);
-  recvStream(&rx);
-  recvStream(&rx2);
+  if (!(r = netAcceptOne(N, l))) return 4;
+  netStream_t tx = shmStream(s, NSIZES, kSizes, 100), tx2 = shmStream(s, 300, NULL, 200);
+  netStream_t rx = shmStream(r, NSIZES, kSizes, 300), rx2 = shmStream(r, 300, NULL, 400);
+  netSendStream(&tx);
+  netSendStream(&tx2);
+  netRecvStream(&rx);
+  netRecvStream(&rx2);
   if (tx.errors || tx2.errors || rx.errors || rx2.errors) return 5;
   if (tx.lostWakeups + tx2.lostWakeups + rx.lostWakeups + rx2.lostWakeups) return 6;
   collShmStats st;
@@ -668,16 +408,16 @@ static void forkExchange(int expectCma) {
   close(rd);
   void* s = NULL;
   assert_int_equal(N->connect(0, childHandle, &s), collSuccess);
-  void* r = acceptOne(l);
+  void* r = netAcceptOne(N, l);
   assert_non_null(r);
-  stream_t tx = {s, NSIZES, kSizes, 300, 0, 0}, tx2 = {s, 300, NULL, 400, 0, 0};
-  stream_t rx = {r, NSIZES, kSizes, 100, 0, 0}, rx2 = {r, 300, NULL, 200, 0, 0};
+  netStream_t tx = shmStream(s, NSIZES, kSizes, 300), tx2 = shmStream(s, 300, NULL, 400);
+  netStream_t rx = shmStream(r, NSIZES, kSizes, 100), rx2 = shmStream(r, 300, NULL, 200);
   pthread_t t;
-  assert_int_equal(pthread_create(&t, NULL, sendStream, &tx), 0);
-  recvStream(&rx);
-  recvStream(&rx2);
+  assert_int_equal(pthread_create(&t, NULL, netSendStream, &tx), 0);
+  netRecvStream(&rx);
+  netRecvStream(&rx2);
   assert_int_equal(pthread_join(t, NULL), 0);
-  sendStream(&tx2);
+  netSendStream(&tx2);
   assert_int_equal(tx.errors + tx2.errors + rx.errors + rx2.errors, 0);
   assert_int_equal(tx.lostWakeups + tx2.lostWakeups + rx.lostWakeups + rx2.lostWakeups, 0);
   assert_int_equal(reap(pid), 0);
@@ -722,11 +462,11 @@ static int epermChild(void* arg, int wr) {
   char mine[COLL_NET_HANDLE_BYTES];
   void *l = NULL, *r = NULL;
   if (N->listen(0, mine, &l) != collSuccess || write(wr, mine, sizeof mine) != (ssize_t)sizeof mine) return 3;
-  if (!(r = acceptOne(l))) return 4;
+  if (!(r = netAcceptOne(N, l))) return 4;
   char c;
   if (read(go, &c, 1) != 1) return 5;
-  stream_t rx = {r, NEPERM, kEpermSizes, 500, 0, 0};
-  recvStream(&rx);
+  netStream_t rx = shmStream(r, NEPERM, kEpermSizes, 500);
+  netRecvStream(&rx);
   if (rx.errors) return 6;
   collShmStats st;
   collShmGetStats(r, &st);
@@ -752,15 +492,15 @@ static void test_cma_eperm_fallback(void** st) {
   void* reqs[NEPERM];
   for (int k = 0; k < NEPERM; k++) {
     bufs[k] = malloc(kEpermSizes[k] + 1);
-    fill(bufs[k], kEpermSizes[k], 500u + (unsigned)k);
-    reqs[k] = post(s, 1, bufs[k], kEpermSizes[k]);
+    netFill(bufs[k], kEpermSizes[k], 500u + (unsigned)k);
+    reqs[k] = netPost(N, s, 1, bufs[k], kEpermSizes[k]);
   }
   assert_int_equal(write(go[1], "g", 1), 1);
   close(go[1]);
   int errors = 0, lost = 0;
   for (int k = 0; k < NEPERM; k++) {
     size_t n = 0;
-    if (!reqs[k] || waitPoll(s, reqs[k], &n, 1, &lost) != collSuccess || n != kEpermSizes[k]) errors++;
+    if (!reqs[k] || netWaitPoll(N, s, reqs[k], &n, 1, &lost) != collSuccess || n != kEpermSizes[k]) errors++;
     free(bufs[k]);
   }
   int rc = reap(pid);
@@ -782,9 +522,9 @@ static int killedSenderChild(void* arg, int wr) {
   const char* handle = arg;
   void* s = NULL;
   uint8_t b[32];
-  fill(b, sizeof b, 77);
+  netFill(b, sizeof b, 77);
   size_t n;
-  if (N->connect(0, handle, &s) != collSuccess || waitReq(post(s, 1, b, sizeof b), &n) != collSuccess) return 2;
+  if (N->connect(0, handle, &s) != collSuccess || netWaitReq(N, netPost(N, s, 1, b, sizeof b), &n) != collSuccess) return 2;
   if (write(wr, "k", 1) != 1) return 3;
   for (;;) pause();
 }
@@ -798,20 +538,20 @@ static void test_killed_sender(void** st) {
   assert_int_equal(N->listen(0, handle, &l), collSuccess);
   int rd;
   pid_t pid = forkChild(killedSenderChild, handle, &rd);
-  void* r = acceptOne(l);
+  void* r = netAcceptOne(N, l);
   assert_non_null(r);
   char c;
   assert_int_equal(read(rd, &c, 1), 1);
   close(rd);
   uint8_t b[64];
   size_t n;
-  assert_int_equal(waitReq(post(r, 0, b, sizeof b), &n), collSuccess);
-  assert_true(check(b, 32, 77));
-  void* req = post(r, 0, b, sizeof b);
+  assert_int_equal(netWaitReq(N, netPost(N, r, 0, b, sizeof b), &n), collSuccess);
+  assert_true(netCheck(b, 32, 77));
+  void* req = netPost(N, r, 0, b, sizeof b);
   assert_non_null(req);
   kill(pid, SIGKILL);
   double t0 = collTimeNow();
-  assert_int_equal(waitPoll(r, req, &n, 0, NULL), collRemoteError);
+  assert_int_equal(netWaitPoll(N, r, req, &n, 0, NULL), collRemoteError);
   assert_true(collTimeNow() - t0 < 2.0);
   char pidStr[32];
   snprintf(pidStr, sizeof pidStr, "process %d", (int)pid);
@@ -827,7 +567,7 @@ static int killedReceiverChild(void* arg, int wr) {
   char mine[COLL_NET_HANDLE_BYTES];
   void *l = NULL, *r = NULL;
   if (N->listen(0, mine, &l) != collSuccess || write(wr, mine, sizeof mine) != (ssize_t)sizeof mine) return 2;
-  if (!(r = acceptOne(l))) return 3;
+  if (!(r = netAcceptOne(N, l))) return 3;
   if (write(wr, "a", 1) != 1) return 4;
   for (;;) pause();
 }
@@ -846,14 +586,14 @@ static void killedReceiver(size_t msg, int count) {
   close(rd);
   uint8_t* buf = calloc(1, msg);
   void* req[16];
-  for (int k = 0; k < count; k++) assert_non_null(req[k] = post(s, 1, buf, msg));
+  for (int k = 0; k < count; k++) assert_non_null(req[k] = netPost(N, s, 1, buf, msg));
   int done = 1;
   size_t n;
   assert_int_equal(N->test(req[count - 1], &done, &n), collSuccess);
   assert_int_equal(done, 0);
   kill(pid, SIGKILL);
   double t0 = collTimeNow();
-  assert_int_equal(waitPoll(s, req[count - 1], &n, 1, NULL), collRemoteError);
+  assert_int_equal(netWaitPoll(N, s, req[count - 1], &n, 1, NULL), collRemoteError);
   assert_true(collTimeNow() - t0 < 2.0);
   assert_non_null(strstr(collGetLastError(NULL), "shared-memory connection"));
   assert_int_equal(reap(pid), 100 + SIGKILL);
@@ -935,14 +675,14 @@ static void test_accept_drops_garbage(void** st) {
   close(g[2]); /* nothing at all */
   void* s = NULL;
   assert_int_equal(N->connect(0, handle, &s), collSuccess);
-  void* r = acceptOne(l);
+  void* r = netAcceptOne(N, l);
   assert_non_null(r);
   uint8_t out[10], in[10];
-  fill(out, 10, 1);
+  netFill(out, 10, 1);
   size_t n;
-  assert_int_equal(waitReq(post(s, 1, out, 10), &n), collSuccess);
-  assert_int_equal(waitReq(post(r, 0, in, 10), &n), collSuccess);
-  assert_true(check(in, 10, 1));
+  assert_int_equal(netWaitReq(N, netPost(N, s, 1, out, 10), &n), collSuccess);
+  assert_int_equal(netWaitReq(N, netPost(N, r, 0, in, 10), &n), collSuccess);
+  assert_true(netCheck(in, 10, 1));
   close(g[0]);
   close(g[1]);
   assert_int_equal(N->closeSend(s), collSuccess);
@@ -961,15 +701,15 @@ static void test_no_leftovers(void** st) {
 
 static void test_cma_off_child(void** st) {
   (void)st;
-  pair_t q;
-  makePair(&q);
-  runStream(&q, NSIZES, kSizes, 30);
-  runStream(&q, 200, NULL, 40);
+  netPair_t q;
+  netMakePair(N, &q);
+  netRunStream(N, &kOpts, &q, NSIZES, kSizes, 30);
+  netRunStream(N, &kOpts, &q, 200, NULL, 40);
   collShmStats s;
   collShmGetStats(q.recv, &s);
   assert_int_equal(s.cmaMsgs, 0);
   assert_int_equal(s.copyMsgs, NSIZES + 200);
-  closePair(&q);
+  netClosePair(N, &q);
   forkExchange(0);
 }
 
@@ -978,10 +718,10 @@ static void test_cma_off_child(void** st) {
 static void test_cma_auto_child(void** st) {
   (void)st;
   assert_int_equal(N->init(NULL), collSuccess);
-  pair_t q;
-  makePair(&q);
-  runStream(&q, NSIZES, kSizes, 50);
-  closePair(&q);
+  netPair_t q;
+  netMakePair(N, &q);
+  netRunStream(N, &kOpts, &q, NSIZES, kSizes, 50);
+  netClosePair(N, &q);
   forkExchange(-1);
 }
 
