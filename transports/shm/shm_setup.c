@@ -386,7 +386,11 @@ collResult_t shmAccept(void* listenComm, void** recvComm) {
     shmHello hello;
     int fds[3] = {-1, -1, -1};
     int n = shmRecvHello(fd, &hello, fds);
-    shmHdr* h = n == 3 ? shmMapSegment(&hello, fds[0]) : NULL;
+    /* the wake-up descriptors come from the peer: never let them block us */
+    int bad = 0;
+    for (int i = 1; i < n; i++)
+      if (fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK) != 0) bad = 1;
+    shmHdr* h = n == 3 && !bad ? shmMapSegment(&hello, fds[0]) : NULL;
     if (!h) {
       COLL_WARN(COLL_SUB_NET, "shm accept: dropping a connection without a valid hello and segment");
       for (int i = 0; i < (n > 0 ? n : 0); i++) close(fds[i]);
