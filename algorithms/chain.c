@@ -33,71 +33,54 @@
  * place. Steps with 0 elements are not emitted.
  */
 #include "algorithms.h"
-
-typedef struct {
-  collSched* s;
-  collResult_t err;
-} chainEmitter;
-
-static void chainEmit(chainEmitter* e, collStepKind kind, int phase, int peer,
-                      collRegion src, collRegion dst) {
-  size_t n = kind == COLL_STEP_SEND ? src.count : dst.count;
-  if (n == 0 || e->err != collSuccess) return;
-  collStep st;
-  st.kind = (uint8_t)kind;
-  st.phase = (uint16_t)phase;
-  st.peer = peer;
-  st.src = kind == COLL_STEP_RECV ? collRegionNone() : src;
-  st.dst = kind == COLL_STEP_SEND ? collRegionNone() : dst;
-  if (collSchedAdd(e->s, st) != 0) e->err = collInternalError;
-}
+#include "patterns/emit.h"
 
 static collRegion chainWhole(collBufId buf, size_t count) {
   return collRegionMake(buf, 0, 0, count);
 }
 
-static void chainBroadcast(const collSchedArgs* a, int p, chainEmitter* e) {
+static void chainBroadcast(const collSchedArgs* a, int p, collEmitter* e) {
   const int n = a->nranks, next = (a->rank + 1) % n,
             prev = (a->rank + n - 1) % n;
   const size_t c = a->count;
   if (p == 0) {
     if (!a->inPlace)
-      chainEmit(e, COLL_STEP_COPY, 0, -1, chainWhole(COLL_BUF_SEND, c),
+      collEmitAt(e, COLL_STEP_COPY, 0, -1, chainWhole(COLL_BUF_SEND, c),
                 chainWhole(COLL_BUF_RECV, c));
     if (n > 1)
-      chainEmit(e, COLL_STEP_SEND, 0, next, chainWhole(COLL_BUF_SEND, c),
+      collEmitAt(e, COLL_STEP_SEND, 0, next, chainWhole(COLL_BUF_SEND, c),
                 collRegionNone());
     return;
   }
-  chainEmit(e, COLL_STEP_RECV, 0, prev, collRegionNone(),
+  collEmitAt(e, COLL_STEP_RECV, 0, prev, collRegionNone(),
             chainWhole(COLL_BUF_RECV, c));
   if (p < n - 1)
-    chainEmit(e, COLL_STEP_SEND, 1, next, chainWhole(COLL_BUF_RECV, c),
+    collEmitAt(e, COLL_STEP_SEND, 1, next, chainWhole(COLL_BUF_RECV, c),
               collRegionNone());
 }
 
 static void chainReduce(const collSchedArgs* a, int p, collSched* s,
-                        chainEmitter* e) {
+                        collEmitter* e) {
   const int n = a->nranks, next = (a->rank + 1) % n,
             prev = (a->rank + n - 1) % n;
   const size_t c = a->count;
   if (n == 1) {
     if (!a->inPlace)
-      chainEmit(e, COLL_STEP_COPY, 0, -1, chainWhole(COLL_BUF_SEND, c),
+      collEmitAt(e, COLL_STEP_COPY, 0, -1, chainWhole(COLL_BUF_SEND, c),
                 chainWhole(COLL_BUF_RECV, c));
     return;
   }
   if (p == 1) { /* head of the chain: its input is the first partial */
-    chainEmit(e, COLL_STEP_SEND, 0, next, chainWhole(COLL_BUF_SEND, c),
+    collEmitAt(e, COLL_STEP_SEND, 0, next, chainWhole(COLL_BUF_SEND, c),
               collRegionNone());
   } else if (p == 0) { /* tail: the root reduces into its RECV */
-    chainEmit(e, COLL_STEP_RECV_REDUCE, 0, prev, chainWhole(COLL_BUF_SEND, c),
+    collEmitAt(e, COLL_STEP_RECV_REDUCE, 0, prev, chainWhole(COLL_BUF_SEND, c),
               chainWhole(COLL_BUF_RECV, c));
   } else { /* middle: partial += own input, in scratch, then forward */
     s->scratchBlocks = 1;
-    chainEmit(e, COLL_STEP_RECV_REDUCE, 0, prev, chainWhole(COLL_BUF_SEND, c),
+    collEmitAt(e, COLL_STEP_RECV_REDUCE, 0, prev, chainWhole(COLL_BUF_SEND, c),
               chainWhole(COLL_BUF_SCRATCH, c));
-    chainEmit(e, COLL_STEP_SEND, 1, next, chainWhole(COLL_BUF_SCRATCH, c),
+    collEmitAt(e, COLL_STEP_SEND, 1, next, chainWhole(COLL_BUF_SCRATCH, c),
               collRegionNone());
   }
 }
@@ -107,7 +90,7 @@ collResult_t collChainBuild(const collSchedArgs* a, collSched* s) {
       a->root < 0 || a->root >= a->nranks)
     return collInvalidArgument;
   const int p = (a->rank - a->root + a->nranks) % a->nranks;
-  chainEmitter e = {s, collSuccess};
+  collEmitter e = collEmitterMake(s);
   switch (a->fn) {
     case COLL_FN_BROADCAST: chainBroadcast(a, p, &e); break;
     case COLL_FN_REDUCE: chainReduce(a, p, s, &e); break;

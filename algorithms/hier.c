@@ -93,6 +93,7 @@
 #include <stdlib.h>
 
 #include "algorithms.h"
+#include "patterns/emit.h"
 #include "patterns/nodes.h"
 
 typedef struct {
@@ -107,35 +108,15 @@ typedef struct {
   int N, K, j, M, l, me, nextL, prevL;
   hierSeg* seg; /* segments of this rank's piece, increasing */
   int nseg;
-  int phase, used; /* emitter: phase of the next step, phase holds a step */
-  collResult_t err;
+  collEmitter e; /* steps go to s through it; e.err is the result */
 } hierCtx;
 
 static void hierEmit(hierCtx* h, collStepKind kind, int peer, collRegion src,
                      collRegion dst) {
-  size_t n = kind == COLL_STEP_SEND ? src.count : dst.count;
-  if (n == 0 || h->err != collSuccess) return;
-  if (h->phase > UINT16_MAX) {
-    h->err = collInvalidArgument;
-    return;
-  }
-  collStep st;
-  st.kind = (uint8_t)kind;
-  st.phase = (uint16_t)h->phase;
-  st.peer = peer;
-  st.src = kind == COLL_STEP_RECV ? collRegionNone() : src;
-  st.dst = kind == COLL_STEP_SEND ? collRegionNone() : dst;
-  if (collSchedAdd(h->s, st) != 0) {
-    h->err = collInternalError;
-    return;
-  }
-  h->used = 1;
+  collEmit(&h->e, kind, peer, src, dst);
 }
 
-static void hierNextPhase(hierCtx* h) {
-  if (h->used) h->phase++;
-  h->used = 0;
-}
+static void hierNextPhase(hierCtx* h) { collEmitNextPhase(&h->e); }
 
 static collRegion hierReg(collBufId buf, int blk, size_t off, size_t cnt) {
   return collRegionMake(buf, (uint32_t)blk, off, cnt);
@@ -244,7 +225,7 @@ static void hierAllReduce(hierCtx* h) {
 /* All-gather: region of block b to send. Out of place, the own block is
  * read from SEND during phase 0 (while the COPY fills RECV blk me). */
 static collRegion hierAgSrc(const hierCtx* h, int b, size_t off, size_t cnt) {
-  if (b == h->me && !h->a->inPlace && h->phase == 0)
+  if (b == h->me && !h->a->inPlace && h->e.phase == 0)
     return hierReg(COLL_BUF_SEND, 0, off, cnt);
   return hierReg(COLL_BUF_RECV, b, off, cnt);
 }
@@ -370,9 +351,9 @@ collResult_t collHierBuild(const collSchedArgs* a, collSched* s) {
   h.l = h.L.local[h.me];
   h.nextL = collNodeRank(&h.L, h.j, collMod(h.l + 1, h.M));
   h.prevL = collNodeRank(&h.L, h.j, collMod(h.l - 1, h.M));
-  h.err = collSuccess;
+  h.e = collEmitterMake(s);
   if (hierSegments(&h) != 0) {
-    h.err = collInternalError;
+    h.e.err = collInternalError;
   } else {
     switch (a->fn) {
       case COLL_FN_ALLREDUCE: hierAllReduce(&h); break;
@@ -382,5 +363,5 @@ collResult_t collHierBuild(const collSchedArgs* a, collSched* s) {
   }
   free(h.seg);
   collNodeLayoutFree(&h.L);
-  return h.err;
+  return h.e.err;
 }

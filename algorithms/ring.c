@@ -39,40 +39,8 @@
  * with more than 32768 ranks and count >= nranks) -> collInvalidArgument.
  */
 #include "algorithms.h"
+#include "patterns/emit.h"
 
-typedef struct {
-  collSched* s;
-  int phase; /* phase of the next step */
-  int used;  /* the current phase holds a step */
-  collResult_t err;
-} ringEmitter;
-
-static void ringEmit(ringEmitter* e, collStepKind kind, int peer,
-                     collRegion src, collRegion dst) {
-  size_t n = kind == COLL_STEP_SEND ? src.count : dst.count;
-  if (n == 0 || e->err != collSuccess) return;
-  if (e->phase > UINT16_MAX) {
-    e->err = collInvalidArgument;
-    return;
-  }
-  collStep st;
-  st.kind = (uint8_t)kind;
-  st.phase = (uint16_t)e->phase;
-  st.peer = peer;
-  st.src = kind == COLL_STEP_RECV ? collRegionNone() : src;
-  st.dst = kind == COLL_STEP_SEND ? collRegionNone() : dst;
-  if (collSchedAdd(e->s, st) != 0) {
-    e->err = collInternalError;
-    return;
-  }
-  e->used = 1;
-}
-
-/* Closes the current phase; the next step starts a new one. */
-static void ringNextPhase(ringEmitter* e) {
-  if (e->used) e->phase++;
-  e->used = 0;
-}
 
 static int ringMod(int x, int n) { return ((x % n) + n) % n; }
 
@@ -82,62 +50,62 @@ static collRegion ringBlock(collBufId buf, size_t count, int n, int b) {
   return collRegionMake(buf, 0, off, cnt);
 }
 
-static void ringAllReduce(const collSchedArgs* a, ringEmitter* e) {
+static void ringAllReduce(const collSchedArgs* a, collEmitter* e) {
   const int n = a->nranks, r = a->rank;
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   const collBufId in = a->inPlace ? COLL_BUF_RECV : COLL_BUF_SEND;
   if (n == 1) {
     if (!a->inPlace)
-      ringEmit(e, COLL_STEP_COPY, -1, collRegionMake(COLL_BUF_SEND, 0, 0, a->count),
+      collEmit(e, COLL_STEP_COPY, -1, collRegionMake(COLL_BUF_SEND, 0, 0, a->count),
                collRegionMake(COLL_BUF_RECV, 0, 0, a->count));
     return;
   }
   for (int k = 0; k < n - 1; k++) { /* reduce-scatter */
     const int sb = ringMod(r - k, n), rb = ringMod(r - k - 1, n);
-    ringEmit(e, COLL_STEP_SEND, next,
+    collEmit(e, COLL_STEP_SEND, next,
              ringBlock(k == 0 ? in : COLL_BUF_RECV, a->count, n, sb),
              collRegionNone());
-    ringEmit(e, COLL_STEP_RECV_REDUCE, prev, ringBlock(in, a->count, n, rb),
+    collEmit(e, COLL_STEP_RECV_REDUCE, prev, ringBlock(in, a->count, n, rb),
              ringBlock(COLL_BUF_RECV, a->count, n, rb));
-    ringNextPhase(e);
+    collEmitNextPhase(e);
   }
   for (int k = 0; k < n - 1; k++) { /* all-gather of the reduced blocks */
     const int sb = ringMod(r + 1 - k, n), rb = ringMod(r - k, n);
-    ringEmit(e, COLL_STEP_SEND, next, ringBlock(COLL_BUF_RECV, a->count, n, sb),
+    collEmit(e, COLL_STEP_SEND, next, ringBlock(COLL_BUF_RECV, a->count, n, sb),
              collRegionNone());
-    ringEmit(e, COLL_STEP_RECV, prev, collRegionNone(),
+    collEmit(e, COLL_STEP_RECV, prev, collRegionNone(),
              ringBlock(COLL_BUF_RECV, a->count, n, rb));
-    ringNextPhase(e);
+    collEmitNextPhase(e);
   }
 }
 
-static void ringAllGather(const collSchedArgs* a, ringEmitter* e) {
+static void ringAllGather(const collSchedArgs* a, collEmitter* e) {
   const int n = a->nranks, r = a->rank;
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   const size_t c = a->count;
   if (!a->inPlace) /* concurrent with step 0, which also reads SEND */
-    ringEmit(e, COLL_STEP_COPY, -1, collRegionMake(COLL_BUF_SEND, 0, 0, c),
+    collEmit(e, COLL_STEP_COPY, -1, collRegionMake(COLL_BUF_SEND, 0, 0, c),
              collRegionMake(COLL_BUF_RECV, (uint32_t)r, 0, c));
   for (int k = 0; k < n - 1; k++) {
     const int sb = ringMod(r - k, n), rb = ringMod(r - k - 1, n);
     collRegion src = (k == 0 && !a->inPlace)
                          ? collRegionMake(COLL_BUF_SEND, 0, 0, c)
                          : collRegionMake(COLL_BUF_RECV, (uint32_t)sb, 0, c);
-    ringEmit(e, COLL_STEP_SEND, next, src, collRegionNone());
-    ringEmit(e, COLL_STEP_RECV, prev, collRegionNone(),
+    collEmit(e, COLL_STEP_SEND, next, src, collRegionNone());
+    collEmit(e, COLL_STEP_RECV, prev, collRegionNone(),
              collRegionMake(COLL_BUF_RECV, (uint32_t)rb, 0, c));
-    ringNextPhase(e);
+    collEmitNextPhase(e);
   }
 }
 
 static void ringReduceScatter(const collSchedArgs* a, collSched* s,
-                              ringEmitter* e) {
+                              collEmitter* e) {
   const int n = a->nranks, r = a->rank;
   const int next = (r + 1) % n, prev = (r + n - 1) % n;
   const size_t c = a->count;
   if (n == 1) {
     if (!a->inPlace)
-      ringEmit(e, COLL_STEP_COPY, -1, collRegionMake(COLL_BUF_SEND, 0, 0, c),
+      collEmit(e, COLL_STEP_COPY, -1, collRegionMake(COLL_BUF_SEND, 0, 0, c),
                collRegionMake(COLL_BUF_RECV, 0, 0, c));
     return;
   }
@@ -150,18 +118,18 @@ static void ringReduceScatter(const collSchedArgs* a, collSched* s,
     collRegion dst = k == n - 2 ? collRegionMake(COLL_BUF_RECV, 0, 0, c)
                                 : collRegionMake(COLL_BUF_SCRATCH,
                                                  (uint32_t)(k % 2), 0, c);
-    ringEmit(e, COLL_STEP_SEND, next, src, collRegionNone());
+    collEmit(e, COLL_STEP_SEND, next, src, collRegionNone());
     /* k == n-2: rb == r; in place that SEND block is RECV itself. */
-    ringEmit(e, COLL_STEP_RECV_REDUCE, prev,
+    collEmit(e, COLL_STEP_RECV_REDUCE, prev,
              collRegionMake(COLL_BUF_SEND, (uint32_t)rb, 0, c), dst);
-    ringNextPhase(e);
+    collEmitNextPhase(e);
   }
 }
 
 collResult_t collRingBuild(const collSchedArgs* a, collSched* s) {
   if (!a || !s || a->nranks < 1 || a->rank < 0 || a->rank >= a->nranks)
     return collInvalidArgument;
-  ringEmitter e = {s, 0, 0, collSuccess};
+  collEmitter e = collEmitterMake(s);
   switch (a->fn) {
     case COLL_FN_ALLREDUCE: ringAllReduce(a, &e); break;
     case COLL_FN_ALLGATHER: ringAllGather(a, &e); break;
