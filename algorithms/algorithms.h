@@ -25,5 +25,14 @@ const collAlgo* collAlgoFind(collFunc fn, const char* name);
 collResult_t collRingBuild(const collSchedArgs* a, collSched* s);  /* ring.c */
 collResult_t collChainBuild(const collSchedArgs* a, collSched* s); /* chain.c */
 collResult_t collHierBuild(const collSchedArgs* a, collSched* s);  /* hier.c */
+/* hier.c with another inter-node all-reduce between the segment owners */
+collResult_t collHierTreeBuild(const collSchedArgs* a, collSched* s);
+collResult_t collHierRhdBuild(const collSchedArgs* a, collSched* s);
+collResult_t collHierDirectBuild(const collSchedArgs* a, collSched* s);
+collResult_t collTreeBuild(const collSchedArgs* a, collSched* s);     /* tree.c */
+collResult_t collBinomialBuild(const collSchedArgs* a, collSched* s); /* binomial.c */
+collResult_t collRhdBuild(const collSchedArgs* a, collSched* s);      /* rhd.c */
+collResult_t collBruckBuild(const collSchedArgs* a, collSched* s);    /* bruck.c */
+collResult_t collDirectBuild(const collSchedArgs* a, collSched* s);   /* direct.c */
 
 #endif

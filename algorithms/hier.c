@@ -35,6 +35,13 @@
  *   3. intra all-gather (ring over the node) of the pieces.  M_j-1 phases
  *   Everything lands in RECV; no scratch. M_j == 1 skips 1 and 3 (step 2
  *   then reads the input directly); K == 1 skips 2.
+ *   Composed variants (hier_tree, hier_rhd, hier_direct): step 2 runs that
+ *   flat all-reduce builder over each segment's K owners instead of the
+ *   ring (patterns/embed.h: virtual rank = node index, the segment as the
+ *   vector, in place in RECV, or SEND -> RECV when M_j == 1). A rank's
+ *   segments then run one after another, in increasing offset (parallel
+ *   when equal nodes give every rank one segment); they reuse the inner
+ *   schedule's scratch blocks.
  *
  * All-gather (per-rank count c, RECV blk b = rank b's block):
  *   1. intra all-gather of whole blocks: every local rank gets all M_j
@@ -93,6 +100,7 @@
 #include <stdlib.h>
 
 #include "algorithms.h"
+#include "patterns/embed.h"
 #include "patterns/emit.h"
 #include "patterns/nodes.h"
 
@@ -107,7 +115,9 @@ typedef struct {
   collNodeLayout L;
   int N, K, j, M, l, me, nextL, prevL;
   hierSeg* seg; /* segments of this rank's piece, increasing */
+  int* owners;  /* [nseg * K]: owner of segment g on node i at g*K + i */
   int nseg;
+  collSchedBuildFn inter; /* all-reduce between owners; NULL: parallel rings */
   collEmitter e; /* steps go to s through it; e.err is the result */
 } hierCtx;
 
@@ -149,7 +159,8 @@ static int hierSegments(hierCtx* h) {
   collSplitEven(c, h->M, h->l, &pos, &end);
   end += pos;
   h->seg = malloc(sizeof(hierSeg) * ((size_t)h->N + 1));
-  if (!h->seg) return -1;
+  h->owners = malloc(sizeof(int) * ((size_t)h->N + 1) * (size_t)h->K);
+  if (!h->seg || !h->owners) return -1;
   h->nseg = 0;
   while (pos < end) {
     hierSeg* g = &h->seg[h->nseg++];
@@ -159,6 +170,7 @@ static int hierSegments(hierCtx* h) {
       size_t o, n;
       collSplitEven(c, m, x, &o, &n);
       if (o + n < stop) stop = o + n;
+      h->owners[(h->nseg - 1) * h->K + i] = collNodeRank(&h->L, i, x);
       if (i == collMod(h->j + 1, h->K)) g->next = collNodeRank(&h->L, i, x);
       if (i == collMod(h->j - 1, h->K)) g->prev = collNodeRank(&h->L, i, x);
     }
@@ -176,8 +188,24 @@ static void hierCopyAll(hierCtx* h) {
              hierReg(COLL_BUF_RECV, 0, 0, c));
 }
 
+/* Step 2 of all-reduce with another inter-node algorithm: one embedded
+ * schedule per segment, over its owners (virtual rank = node index), the
+ * segments one after another (in increasing offset on every rank, so
+ * composed schedules match and cannot wait on each other in a cycle); each
+ * reuses the same scratch blocks, since they never overlap in time. */
+static void hierInterEmbedded(hierCtx* h, collBufId A) {
+  for (int g = 0; g < h->nseg && h->K > 1; g++) {
+    collEmbed m = {h->inter, COLL_FN_ALLREDUCE, h->K, h->j, h->seg[g].cnt, A == COLL_BUF_RECV,
+                   h->owners + (size_t)g * (size_t)h->K, A, COLL_BUF_RECV, h->seg[g].off, 0};
+    hierNextPhase(h);
+    int need = collEmbedEmit(&h->e, &m);
+    if (need > h->s->scratchBlocks) h->s->scratchBlocks = need;
+  }
+}
+
 static void hierAllReduce(hierCtx* h) {
-  const int M = h->M, K = h->K, l = h->l, j = h->j;
+  const int M = h->M, l = h->l, j = h->j;
+  int K = h->K;
   const collBufId in = h->a->inPlace ? COLL_BUF_RECV : COLL_BUF_SEND;
   if (h->N == 1) {
     hierCopyAll(h);
@@ -193,6 +221,10 @@ static void hierAllReduce(hierCtx* h) {
   }
   /* 2. inter all-reduce per segment; node sums are in A. */
   const collBufId A = M > 1 ? COLL_BUF_RECV : in;
+  if (h->inter) {
+    hierInterEmbedded(h, A);
+    K = 1; /* the rings below are replaced */
+  }
   for (int k = 0; K > 1 && k < K - 1; k++) {
     const int sb = collMod(j - k, K), rb = collMod(j - k - 1, K);
     for (int g = 0; g < h->nseg; g++)
@@ -332,15 +364,17 @@ static void hierReduceScatter(hierCtx* h) {
   }
 }
 
-collResult_t collHierBuild(const collSchedArgs* a, collSched* s) {
+static collResult_t hierBuild(const collSchedArgs* a, collSched* s, collSchedBuildFn inter) {
   if (!a || !s || a->nranks < 1 || a->rank < 0 || a->rank >= a->nranks)
     return collInvalidArgument;
   if (a->fn != COLL_FN_ALLREDUCE && a->fn != COLL_FN_ALLGATHER &&
       a->fn != COLL_FN_REDUCESCATTER)
     return collInvalidArgument;
+  if (inter && a->fn != COLL_FN_ALLREDUCE) return collInvalidArgument;
   hierCtx h = {0};
   h.a = a;
   h.s = s;
+  h.inter = inter;
   int rc = collNodeLayoutInit(&h.L, a->rankNode, a->nnodes, a->nranks);
   if (rc != 0) return rc == -1 ? collInvalidArgument : collInternalError;
   h.N = a->nranks;
@@ -362,6 +396,12 @@ collResult_t collHierBuild(const collSchedArgs* a, collSched* s) {
     }
   }
   free(h.seg);
+  free(h.owners);
   collNodeLayoutFree(&h.L);
   return h.e.err;
 }
+
+collResult_t collHierBuild(const collSchedArgs* a, collSched* s) { return hierBuild(a, s, NULL); }
+collResult_t collHierTreeBuild(const collSchedArgs* a, collSched* s) { return hierBuild(a, s, collTreeBuild); }
+collResult_t collHierRhdBuild(const collSchedArgs* a, collSched* s) { return hierBuild(a, s, collRhdBuild); }
+collResult_t collHierDirectBuild(const collSchedArgs* a, collSched* s) { return hierBuild(a, s, collDirectBuild); }

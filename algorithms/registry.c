@@ -21,6 +21,19 @@ const collAlgo collAlgoTable[] = {
      collHierBuild},
     {"chain", COLL_FN_BIT(COLL_FN_BROADCAST) | COLL_FN_BIT(COLL_FN_REDUCE),
      collChainBuild},
+    {"tree", COLL_FN_BIT(COLL_FN_ALLREDUCE), collTreeBuild},
+    {"binomial", COLL_FN_BIT(COLL_FN_BROADCAST) | COLL_FN_BIT(COLL_FN_REDUCE),
+     collBinomialBuild},
+    {"rhd", COLL_FN_BIT(COLL_FN_ALLREDUCE) | COLL_FN_BIT(COLL_FN_REDUCESCATTER),
+     collRhdBuild},
+    {"bruck", COLL_FN_BIT(COLL_FN_ALLGATHER), collBruckBuild},
+    {"hier_tree", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierTreeBuild},
+    {"hier_rhd", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierRhdBuild},
+    {"hier_direct", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierDirectBuild},
+    {"direct",
+     COLL_FN_BIT(COLL_FN_ALLREDUCE) | COLL_FN_BIT(COLL_FN_ALLGATHER) |
+         COLL_FN_BIT(COLL_FN_REDUCESCATTER),
+     collDirectBuild},
     {NULL, 0, NULL},
 };
 

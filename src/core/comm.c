@@ -15,6 +15,7 @@
 #include "misc/log.h"
 #include "misc/param.h"
 #include "core/net.h"
+#include "tuner/tuner.h"
 #include "topo/topo.h"
 
 /* ---- registry of live communicators ---------------------------------- */
@@ -139,10 +140,11 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
   int64_t spin = collParamInt(COLL_PARAM_SPIN);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   comm->spinCount = spin >= 0 ? (int)spin : (comm->localRanks > cores ? 0 : 1000);
-  comm->conns = calloc((size_t)comm->nchannels * (size_t)n, sizeof(collConn));
-  comm->channels = calloc((size_t)comm->nchannels, sizeof(collChannel));
+  comm->conns = calloc((size_t)comm->maxChannels * (size_t)n, sizeof(collConn));
+  comm->channels = calloc((size_t)comm->maxChannels, sizeof(collChannel));
   if (!comm->conns || !comm->channels) return collSetError(collSystemError, "init: out of memory");
   comm->commHash = id->secret;
+  if ((r = collTunerInit(comm)) != collSuccess) return r;
   if (comm->rank == 0) collParamDump();
   collNetProperties_t props;
   comm->nets[COLL_NET_INTER]->getProperties(comm->netDev, &props);
@@ -165,6 +167,7 @@ typedef struct {
 static void collCommFreeResources(collComm_t comm) {
   collStreamsShutdown(comm);
   collEngineFree(comm);
+  collTunerFree(comm);
   for (int k = 0; k < COLL_NET_KINDS; k++)
     if (comm->listenComms[k]) comm->nets[k]->closeListen(comm->listenComms[k]);
   collBootClose(&comm->boot);
@@ -230,6 +233,11 @@ collResult_t collCommInitRankConfig(collComm_t* out, int nranks, collUniqueId co
   comm->boot.nextFd = comm->boot.prevFd = -1;
   int64_t nch = collParamInt(COLL_PARAM_NCHANNELS);
   comm->nchannels = nch > COLL_MAX_CHANNELS ? COLL_MAX_CHANNELS : (int)nch;
+  /* connections are made lazily, so room for the tuner's largest channel
+   * count costs only the arrays */
+  comm->maxChannels = collParamIsSet(COLL_PARAM_NCHANNELS) || comm->nchannels >= COLL_TUNE_MAX_CHANNELS
+                          ? comm->nchannels
+                          : COLL_TUNE_MAX_CHANNELS;
   comm->chunkBytes = (size_t)collParamInt(COLL_PARAM_CHUNKSIZE);
   comm->checkCalls = collParamInt(COLL_PARAM_CHECK) != 0;
   pthread_mutex_init(&comm->qlock, NULL);

@@ -14,6 +14,7 @@
 #define COLL_COMM_DEAD 0xdeadc033u
 #define COLL_HOST_LEN 64
 #define COLL_MAX_CHANNELS 64
+#define COLL_TUNE_MAX_CHANNELS 4 /* channel counts the tuner tries: 1, 2, 4 */
 
 /* Transport kinds: between nodes (tcp, later ib) and inside a node (shm). */
 enum { COLL_NET_INTER = 0, COLL_NET_INTRA = 1, COLL_NET_KINDS = 2 };
@@ -68,8 +69,10 @@ struct collComm {
   int* rankNode;     /* [nranks]: node index, numbered by first rank */
   int nnodes, node, localRank;
   struct collTopo* topo; /* hwloc summaries of every rank, link classes (src/topo) */
-  int nchannels;
-  collConn* conns; /* [nchannels * nranks] */
+  struct collTunerState* tuner; /* cost model inputs, plugin, decision cache (src/tuner) */
+  int nchannels;    /* default channel count (point-to-point striping) */
+  int maxChannels;  /* channels the tuner may use; conns/channels size */
+  collConn* conns; /* [maxChannels * nranks] */
   collChannel* channels;
   int timeoutSec;
   int localRanks;  /* ranks on this node (same host hash) */

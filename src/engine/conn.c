@@ -99,7 +99,7 @@ static int collConnPeerGone(collComm_t comm, int peer) {
       kill(comm->peers[peer].pid, 0) != 0 && errno == ESRCH)
     return 1;
   const collNet_v1_t* net = collPeerNet(comm, peer);
-  for (int c = 0; c < comm->nchannels; c++) {
+  for (int c = 0; c < comm->maxChannels; c++) {
     collConn* k = &comm->conns[c * comm->nranks + peer];
     void* ends[2] = {k->sendComm, k->recvComm};
     for (int e = 0; e < 2; e++) {
@@ -113,8 +113,12 @@ static int collConnPeerGone(collComm_t comm, int peer) {
 }
 
 collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** out) {
-  double deadline = collConnDeadline(comm);
   collConn* want = &comm->conns[channel * comm->nranks + peer];
+  if (want->recvComm) {
+    *out = want->recvComm;
+    return collSuccess;
+  }
+  double deadline = collConnDeadline(comm);
   int kind = comm->peerKind[peer];
   const collNet_v1_t* net = comm->nets[kind];
   double nextCheck = collTimeNow() + 0.1;
@@ -149,7 +153,7 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
     if (r == collSuccess) r = collConnWait(comm, net, req, &sz, collTimeNow() + 10.0);
     int hr = -1, hc = -1;
     if (r != collSuccess ||
-        !collConnHelloValid(&h, sz, comm->boot.secret, comm->nranks, comm->nchannels, &hr, &hc) ||
+        !collConnHelloValid(&h, sz, comm->boot.secret, comm->nranks, comm->maxChannels, &hr, &hc) ||
         comm->peerKind[hr] != kind || comm->conns[hc * comm->nranks + hr].recvComm) {
       COLL_WARN(COLL_SUB_NET, "rank %d: dropped an incoming %s connection with a bad hello", comm->rank, net->name);
       net->closeRecv(rc);
@@ -165,7 +169,7 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
 
 void collEngineCloseConns(collComm_t comm) {
   if (!comm->conns || !comm->peerKind) return;
-  for (int i = 0; i < comm->nchannels * comm->nranks; i++) {
+  for (int i = 0; i < comm->maxChannels * comm->nranks; i++) {
     const collNet_v1_t* net = collPeerNet(comm, i % comm->nranks);
     if (comm->conns[i].sendComm) net->closeSend(comm->conns[i].sendComm);
     if (comm->conns[i].recvComm) net->closeRecv(comm->conns[i].recvComm);
@@ -178,7 +182,7 @@ void collEngineFree(collComm_t comm) {
   free(comm->conns);
   comm->conns = NULL;
   if (comm->channels) {
-    for (int c = 0; c < comm->nchannels; c++) {
+    for (int c = 0; c < comm->maxChannels; c++) {
       free(comm->channels[c].scratch);
       free(comm->channels[c].staging);
       free(comm->channels[c].stepState);

@@ -212,11 +212,10 @@ static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
   x.esize = collTypeSize(op->dtype);
   x.blockCount = op->count;
   if (x.blockCount == 0) return collSuccess;
-  const char* name = op->algo ? op->algo : collTunerDefault(op->fn, comm->nranks, comm->nnodes);
-  x.algo = collAlgoFind(op->fn, name);
-  if (!x.algo)
-    return collSetError(collInvalidArgument, "no algorithm %s for %s (COLL_ALGO)", name ? name : "(default)",
-                        collFuncName(op->fn));
+  collTuneChoice tune;
+  collResult_t tr = collTunerChoose(comm, op->fn, op->count, op->dtype, op->algo, &tune);
+  if (tr != collSuccess) return tr;
+  x.algo = tune.algo;
   x.reduce = collReduceGetFn(op->dtype, op->op);
   x.base[COLL_BUF_SEND] = (char*)op->sendbuff;
   x.base[COLL_BUF_RECV] = op->recvbuff;
@@ -233,10 +232,10 @@ static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
     default:
       x.inPlace = op->sendbuff == op->recvbuff;
   }
-  size_t chunkElems = comm->chunkBytes / x.esize ? comm->chunkBytes / x.esize : 1;
+  size_t chunkElems = tune.chunkBytes / x.esize ? tune.chunkBytes / x.esize : 1;
   x.sliceElems = op->fn == COLL_FN_ALLREDUCE ? chunkElems * (size_t)comm->nranks : chunkElems;
   x.nslices = (x.blockCount + x.sliceElems - 1) / x.sliceElems;
-  x.nch = x.nslices < (size_t)comm->nchannels ? (int)x.nslices : comm->nchannels;
+  x.nch = x.nslices < (size_t)tune.nchannels ? (int)x.nslices : tune.nchannels;
   collChanRun runs[64];
   collResult_t err = collSuccess;
   for (int c = 0; c < x.nch && err == collSuccess; c++) {

@@ -54,12 +54,15 @@ collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const ch
     w->nfds = 0;
     return collSuccess;
   }
-  if (w->deadline > 0 && collTimeNow() > w->deadline) {
+  ++w->idle;
+  /* the clock is read every 64th spin and on every sleep */
+  int checkClock = w->idle > w->spin || (w->idle & 63) == 0;
+  if (w->deadline > 0 && checkClock && collTimeNow() > w->deadline) {
     collSetError(collTimeout, "rank %d: %s timed out after %d s (COLL_TIMEOUT) waiting on rank %d (%s)", comm->rank,
                  what, comm->timeoutSec, waitPeer, waitPeer >= 0 ? collCommPeerHost(comm, waitPeer) : "-");
     return collEngineFail(comm, collTimeout);
   }
-  if (++w->idle > w->spin) collIdleSleep(w);
+  if (w->idle > w->spin) collIdleSleep(w);
   w->nfds = 0;
   return collSuccess;
 }

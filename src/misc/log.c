@@ -85,6 +85,11 @@ const char* collHostName(void) {
   return collHost;
 }
 
+int collLogEnabled(int level, int subsys) {
+  collLogInit();
+  return level <= collLogLevel && (level <= COLL_LOG_WARN || (subsys & collLogSubsys));
+}
+
 void collLog(int level, int subsys, const char* file, int line, const char* fmt, ...) {
   collLogInit();
   if (level > collLogLevel) return;

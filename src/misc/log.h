@@ -20,6 +20,8 @@ enum {
 
 extern int collLogLevel;         /* from COLL_DEBUG, resolved lazily */
 void collLogInit(void);           /* idempotent */
+/* 1 when a message of this level and subsystem would be printed. */
+int collLogEnabled(int level, int subsys);
 void collLog(int level, int subsys, const char* file, int line,
              const char* fmt, ...) __attribute__((format(printf, 5, 6)));
 

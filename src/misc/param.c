@@ -33,6 +33,7 @@ static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     [COLL_PARAM_SHM_DISABLE] = {"COLL_SHM_DISABLE", 0, 0, "1: never use shared memory between ranks of a node (use the network transport)"},
     [COLL_PARAM_SHM_BUFFSIZE] = {"COLL_SHM_BUFFSIZE", 4 << 20, 32768, "bytes of the shared ring (8 slots) of each shm connection, allocated up front by the sender"},
     [COLL_PARAM_SHM_CMA_THRESHOLD] = {"COLL_SHM_CMA_THRESHOLD", -1, -1, "shm messages this large are read straight from the sender's buffer (process_vm_readv, one copy); 0: always copy through the ring; -1: 262144 if process_vm_readv is at least 70% as fast as memcpy here (measured once per process), else 0"},
+    [COLL_PARAM_TUNE_CALIBRATE] = {"COLL_TUNE_CALIBRATE", 0, 0, "1: measure latency and bandwidth of each link class at init (a few ms) and give the tuner those instead of the topology's estimates"},
     [COLL_PARAM_PROGRESS_CPU] = {"COLL_PROGRESS_CPU", -1, -1, "pin each communicator's progress thread to this CPU; -1: the NUMA node of the rank's NIC when the machine has several"},
 };
 
@@ -47,10 +48,12 @@ static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
     [COLL_SPARAM_HOSTID] = {"COLL_HOSTID", NULL, "node identity used to group ranks (default: hostname + boot id); tests emulate nodes with it"},
     [COLL_SPARAM_ALGO] = {"COLL_ALGO", NULL, "force algorithms: a name for all (ring) or per collective (allreduce:ring;broadcast:chain)"},
     [COLL_SPARAM_TOPO_FILE] = {"COLL_TOPO_FILE", NULL, "hwloc XML topology to use instead of discovering this machine (tests, simulation)"},
+    [COLL_SPARAM_TUNER_PLUGIN] = {"COLL_TUNER_PLUGIN", NULL, "path of a tuner plugin (.so exporting collTunerPlugin_v1, include/coll_tuner.h)"},
     [COLL_SPARAM_TOPO_DUMP_FILE] = {"COLL_TOPO_DUMP_FILE", NULL, "write the discovered topology as hwloc XML to this path and coll's summary to path.summary"},
 };
 
 static int64_t collIntValues[COLL_PARAM_COUNT_INT];
+static uint8_t collIntSet[COLL_PARAM_COUNT_INT];
 static pthread_once_t collParamOnce = PTHREAD_ONCE_INIT;
 
 static void collParamLoad(void) {
@@ -59,6 +62,7 @@ static void collParamLoad(void) {
     int64_t v = d->def;
     const char* s = getenv(d->name);
     if (s && *s) {
+      collIntSet[i] = 1;
       char* end;
       errno = 0;
       long long x = strtoll(s, &end, 0);
@@ -70,6 +74,11 @@ static void collParamLoad(void) {
     }
     collIntValues[i] = v;
   }
+}
+
+int collParamIsSet(collIntParam p) {
+  pthread_once(&collParamOnce, collParamLoad);
+  return collIntSet[p];
 }
 
 int64_t collParamInt(collIntParam p) {

@@ -16,6 +16,7 @@ typedef enum {
   COLL_PARAM_SHM_CMA_THRESHOLD, /* COLL_SHM_CMA_THRESHOLD, single copy from this size (0: off, -1: auto) */
   COLL_PARAM_CHECK,          /* COLL_CHECK */
   COLL_PARAM_PROGRESS_CPU,   /* COLL_PROGRESS_CPU, pin the progress thread to this CPU */
+  COLL_PARAM_TUNE_CALIBRATE, /* COLL_TUNE_CALIBRATE: measure links at init for the tuner */
   COLL_PARAM_COUNT_INT
 } collIntParam;
 
@@ -31,12 +32,16 @@ typedef enum {
   COLL_SPARAM_HOSTID,        /* COLL_HOSTID */
   COLL_SPARAM_TOPO_FILE,     /* COLL_TOPO_FILE, hwloc XML to use instead of discovery */
   COLL_SPARAM_TOPO_DUMP_FILE, /* COLL_TOPO_DUMP_FILE, write the topology (XML + .summary) */
+  COLL_SPARAM_TUNER_PLUGIN,  /* COLL_TUNER_PLUGIN: path of a tuner plugin .so */
   COLL_SPARAM_COUNT
 } collStrParam;
 
 /* Value of an integer parameter: the environment if set and valid, else the
  * default. Thread-safe; read once and cached. */
 int64_t collParamInt(collIntParam p);
+/* 1 when the variable was set (non-empty) in the environment when the
+ * parameters were first read (they are read once per process). */
+int collParamIsSet(collIntParam p);
 /* Value of a string parameter or NULL when unset and without default. */
 const char* collParamStr(collStrParam p);
 /* Prints every parameter with type, default, current value and doc at INFO. */

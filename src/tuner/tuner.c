@@ -1,15 +1,48 @@
-/* tuner.c - COLL_ALGO parsing (NCCL_ALGO-like syntax). */
+/* tuner.c - per-call choice of algorithm, chunk size and channel count
+ * (tuner.h), COLL_ALGO parsing (NCCL_ALGO-like syntax) and the TUNE log. */
 #include "tuner/tuner.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
+#include "algorithms/algorithms.h"
+#include "core/comm.h"
 #include "misc/log.h"
 #include "misc/param.h"
+#include "reduce/reduce.h"
+#include "tuner/cost.h"
+#include "tuner/model.h"
+#include "tuner/plugin.h"
 
+#define TUNE_BUCKETS 48   /* power-of-two byte buckets: 1 B .. 128 TiB */
+#define TUNE_MAX_CANDIDATES 8
+#define TUNE_DIRECT_MAX_RANKS 16 /* one-shot schedules grow as nranks^2 */
+#define TUNE_COLLS (COLL_FN_REDUCE + 1)
+#define TUNE_MARGIN 0.95 /* a later candidate must be 5% faster to win (registry order breaks near-ties) */
+#define TUNE_INFEASIBLE 1e29
+
+static const size_t kChunks[] = {128 << 10, 512 << 10, 2 << 20};
+static const int kChannels[] = {1, 2, 4};
+
+typedef struct {
+  int valid;
+  collTuneChoice c;
+  const char* forcedName; /* last COLL_ALGO name seen here, and its row */
+  const collAlgo* forcedAlgo;
+} tuneEntry;
+
+struct collTunerState {
+  collTuneModel model;
+  collTuneLayout layout;
+  collTunerPlugin plugin;
+  tuneEntry cache[TUNE_COLLS][TUNE_BUCKETS];
+};
+
+/* ---- COLL_ALGO ---------------------------------------------------------- */
 static char collForced[COLL_FN_COUNT][32];
 static pthread_once_t collTunerOnce = PTHREAD_ONCE_INIT;
 static const char* collFnKeys[COLL_FN_COUNT] = {"allreduce", "allgather", "reducescatter", "broadcast",
@@ -38,12 +71,194 @@ static void collTunerLoad(void) {
   }
 }
 
-const char* collTunerDefault(collFunc fn, int nranks, int nnodes) {
-  int hierFn = fn == COLL_FN_ALLREDUCE || fn == COLL_FN_ALLGATHER || fn == COLL_FN_REDUCESCATTER;
-  return hierFn && nnodes > 1 && nranks > nnodes ? "hier" : NULL;
-}
-
 const char* collAlgoOverride(collFunc fn) {
   pthread_once(&collTunerOnce, collTunerLoad);
   return collForced[fn][0] ? collForced[fn] : NULL;
+}
+
+/* ---- cost of candidates --------------------------------------------------- */
+typedef struct {
+  const collAlgo* algo[TUNE_MAX_CANDIDATES];
+  const char* name[TUNE_MAX_CANDIDATES];
+  double us[TUNE_MAX_CANDIDATES];
+  size_t chunk[TUNE_MAX_CANDIDATES];
+  int nch[TUNE_MAX_CANDIDATES];
+  int n, best;
+} tuneTable;
+
+static int algoUseful(const collAlgo* a, const collTuneLayout* l) {
+  if (strncmp(a->name, "hier", 4) == 0) return l->nnodes > 1 && l->nranks > l->nnodes;
+  if (strcmp(a->name, "direct") == 0) return l->nranks <= TUNE_DIRECT_MAX_RANKS;
+  return 1;
+}
+
+/* Cheapest chunk size and channel count for one algorithm. */
+static void priceAlgo(collComm_t comm, const collAlgo* a, collFunc fn, size_t count, size_t esize, double* us,
+                      size_t* chunkOut, int* nchOut) {
+  const struct collTunerState* t = comm->tuner;
+  int fixedChunk = collParamIsSet(COLL_PARAM_CHUNKSIZE), fixedCh = collParamIsSet(COLL_PARAM_NCHANNELS);
+  size_t nChunks = fixedChunk ? 1 : sizeof kChunks / sizeof kChunks[0];
+  *us = 1e30;
+  *chunkOut = comm->chunkBytes;
+  *nchOut = comm->nchannels;
+  for (size_t ci = 0; ci < nChunks; ci++) {
+    size_t chunk = fixedChunk ? comm->chunkBytes : kChunks[ci];
+    size_t chunkElems = chunk / esize ? chunk / esize : 1;
+    size_t sliceElems = fn == COLL_FN_ALLREDUCE ? chunkElems * (size_t)comm->nranks : chunkElems;
+    size_t nslices = (count + sliceElems - 1) / sliceElems;
+    collSliceCost sc = collCostSlice(&t->model, &t->layout, a->build, fn, count < sliceElems ? count : sliceElems, esize);
+    for (size_t hi = 0; hi < sizeof kChannels / sizeof kChannels[0]; hi++) {
+      int nch = fixedCh ? comm->nchannels : kChannels[hi];
+      if (nch > comm->maxChannels) continue;
+      double cost = collCostCall(&sc, nslices, nch);
+      if (cost < *us * 0.999) { /* prefer fewer channels / earlier chunks on ties */
+        *us = cost;
+        *chunkOut = chunk;
+        *nchOut = nch;
+      }
+      if (fixedCh) break;
+    }
+    if (nslices <= 1) break; /* larger chunks: the same single slice */
+  }
+}
+
+static void priceAll(collComm_t comm, collFunc fn, size_t count, size_t esize, tuneTable* tt) {
+  memset(tt, 0, sizeof *tt);
+  tt->best = -1;
+  for (const collAlgo* a = collAlgoTable; a->name && tt->n < TUNE_MAX_CANDIDATES; a++) {
+    if (!(a->funcMask & (1u << (unsigned)fn)) || !algoUseful(a, &comm->tuner->layout)) continue;
+    int i = tt->n++;
+    tt->algo[i] = a;
+    tt->name[i] = a->name;
+    priceAlgo(comm, a, fn, count, esize, &tt->us[i], &tt->chunk[i], &tt->nch[i]);
+    if (tt->us[i] < TUNE_INFEASIBLE && (tt->best < 0 || tt->us[i] < TUNE_MARGIN * tt->us[tt->best])) tt->best = i;
+  }
+}
+
+static void formatTable(const tuneTable* tt, char* buf, size_t len) {
+  size_t o = 0;
+  buf[0] = 0;
+  for (int i = 0; i < tt->n && o + 1 < len; i++)
+    o += tt->us[i] >= TUNE_INFEASIBLE
+             ? (size_t)snprintf(buf + o, len - o, "%s%s n/a", i ? ", " : "", tt->name[i])
+             : (size_t)snprintf(buf + o, len - o, "%s%s %.1f", i ? ", " : "", tt->name[i], tt->us[i]);
+}
+
+/* Asks the plugin; applies its answer to *c when valid. */
+static void askPlugin(collComm_t comm, collFunc fn, size_t bytes, const tuneTable* tt, collTuneChoice* c) {
+  collTunerPlugin* p = &comm->tuner->plugin;
+  if (!p->ops || tt->n == 0) return;
+  collTunerQuery_t q = {(collTunerColl_t)fn, bytes, comm->nranks, comm->nnodes, tt->n, tt->name, tt->us,
+                        tt->best, c->chunkBytes, c->nchannels, comm->maxChannels};
+  collTunerAnswer_t ans = {-1, 0, 0};
+  if (p->ops->getChoice(p->context, &q, &ans) != collSuccess) {
+    COLL_WARN(COLL_SUB_TUNE, "tuner plugin %s: getChoice failed for %s %zu bytes; using the cost model",
+              p->ops->name ? p->ops->name : "?", collFnKeys[fn], bytes);
+    return;
+  }
+  if (ans.algorithm >= 0 && ans.algorithm < tt->n) {
+    c->algo = tt->algo[ans.algorithm];
+    c->predictedUs = tt->us[ans.algorithm];
+    c->chunkBytes = tt->chunk[ans.algorithm];
+    c->nchannels = tt->nch[ans.algorithm];
+  }
+  if (ans.chunkBytes >= 1024 && !collParamIsSet(COLL_PARAM_CHUNKSIZE)) c->chunkBytes = ans.chunkBytes;
+  if (ans.nchannels >= 1 && ans.nchannels <= comm->maxChannels && !collParamIsSet(COLL_PARAM_NCHANNELS))
+    c->nchannels = ans.nchannels;
+}
+
+static int bucketOf(size_t bytes) {
+  int b = 0;
+  while (b + 1 < TUNE_BUCKETS && ((size_t)1 << (b + 1)) <= bytes) b++;
+  return b;
+}
+
+/* Geometric middle of a bucket, in elements (at least 1). */
+static size_t bucketCount(int b, size_t esize) {
+  double mid = ldexp(1.0, b) * 1.41421356;
+  size_t c = (size_t)(mid / (double)esize);
+  return c ? c : 1;
+}
+
+static void decide(collComm_t comm, collFunc fn, size_t count, size_t esize, collTuneChoice* c) {
+  tuneTable tt;
+  priceAll(comm, fn, count, esize, &tt);
+  c->algo = tt.best >= 0 ? tt.algo[tt.best] : NULL;
+  c->predictedUs = tt.best >= 0 ? tt.us[tt.best] : 0;
+  c->chunkBytes = tt.best >= 0 ? tt.chunk[tt.best] : comm->chunkBytes;
+  c->nchannels = tt.best >= 0 ? tt.nch[tt.best] : comm->nchannels;
+  askPlugin(comm, fn, count * esize, &tt, c);
+  if (collLogEnabled(COLL_LOG_INFO, COLL_SUB_TUNE)) {
+    char buf[512];
+    formatTable(&tt, buf, sizeof buf);
+    COLL_INFO(COLL_SUB_TUNE, "tuner: %s %zu bytes nranks %d nnodes %d -> %s chunk %zu channels %d (predicted us: %s)",
+              collFnKeys[fn], count * esize, comm->nranks, comm->nnodes, c->algo ? c->algo->name : "?", c->chunkBytes,
+              c->nchannels, buf);
+  }
+}
+
+collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDataType_t dtype, const char* forcedAlgo,
+                             collTuneChoice* out) {
+  size_t esize = collTypeSize(dtype);
+  if ((unsigned)fn >= TUNE_COLLS || esize == 0)
+    return collSetError(collInvalidArgument, "tuner: no algorithms for function %d", (int)fn);
+  struct collTunerState* t = comm->tuner;
+  tuneEntry* e = &t->cache[fn][bucketOf(count * esize)];
+  if (!e->valid) {
+    decide(comm, fn, bucketCount(bucketOf(count * esize), esize), esize, &e->c);
+    e->valid = 1;
+  }
+  *out = e->c;
+  if (forcedAlgo) {
+    if (forcedAlgo != e->forcedName) { /* COLL_ALGO names are static strings: look up once */
+      e->forcedAlgo = collAlgoFind(fn, forcedAlgo);
+      e->forcedName = e->forcedAlgo ? forcedAlgo : NULL;
+    }
+    out->algo = e->forcedAlgo;
+  }
+  if (!out->algo)
+    return collSetError(collInvalidArgument, "no algorithm %s for %s (COLL_ALGO)", forcedAlgo ? forcedAlgo : "(default)",
+                        collFnKeys[fn]);
+  if (collParamIsSet(COLL_PARAM_CHUNKSIZE)) out->chunkBytes = comm->chunkBytes;
+  if (collParamIsSet(COLL_PARAM_NCHANNELS)) out->nchannels = comm->nchannels;
+  return collSuccess;
+}
+
+/* ---- init ------------------------------------------------------------------ */
+static void logLadder(collComm_t comm) {
+  static const size_t esize = 4; /* float */
+  for (int fn = 0; fn < TUNE_COLLS; fn++)
+    for (size_t bytes = 8; bytes <= ((size_t)256 << 20); bytes *= 4) {
+      collTuneChoice c;
+      decide(comm, (collFunc)fn, bytes / esize, esize, &c);
+    }
+}
+
+collResult_t collTunerInit(collComm_t comm) {
+  struct collTunerState* t = calloc(1, sizeof *t);
+  if (!t) return collSetError(collSystemError, "tuner: out of memory");
+  comm->tuner = t;
+  t->layout.nranks = comm->nranks;
+  t->layout.rankNode = comm->rankNode;
+  t->layout.nnodes = comm->nnodes;
+  t->layout.intraShm = comm->nets[COLL_NET_INTRA] != NULL;
+  collResult_t r = collTuneModelInit(comm, &t->layout, &t->model);
+  if (r != collSuccess) return r;
+  collTunerPluginLoad(&t->plugin, comm->nranks, comm->nnodes);
+  const collTuneModel* m = &t->model;
+  COLL_INFO(COLL_SUB_TUNE,
+            "tuner model%s: shm %.1f us %.2f GB/s, tcp-local %.1f us %.2f GB/s, net %.1f us %.2f GB/s, reduce %.2f "
+            "GB/s, copy %.2f GB/s, step %.1f us, cpu share %.2f",
+            collParamInt(COLL_PARAM_TUNE_CALIBRATE) ? " (calibrated)" : "", m->latUs[COLL_PATH_SHM],
+            m->bwGBs[COLL_PATH_SHM], m->latUs[COLL_PATH_LOCAL], m->bwGBs[COLL_PATH_LOCAL], m->latUs[COLL_PATH_NET],
+            m->bwGBs[COLL_PATH_NET], m->reduceGBs, m->copyGBs, m->stepUs, m->cpuShare);
+  if (comm->rank == 0 && collLogEnabled(COLL_LOG_INFO, COLL_SUB_TUNE)) logLadder(comm);
+  return collSuccess;
+}
+
+void collTunerFree(collComm_t comm) {
+  if (!comm->tuner) return;
+  collTunerPluginUnload(&comm->tuner->plugin);
+  free(comm->tuner);
+  comm->tuner = NULL;
 }

@@ -1,20 +1,44 @@
-/* tuner.h - algorithm choice per call. For now: COLL_ALGO overrides, else the
- * registry's default (the cost model comes with more algorithms). */
+/* tuner.h - algorithm, chunk size and channel count per call.
+ *
+ * Order of authority, per (collective, byte count):
+ *  1. COLL_ALGO forces the algorithm, COLL_CHUNKSIZE / COLL_NCHANNELS (when
+ *     set in the environment) force the chunk size / channel count;
+ *  2. a tuner plugin (COLL_TUNER_PLUGIN, include/coll_tuner.h) may pick
+ *     among the candidates, seeing the cost model's predictions;
+ *  3. otherwise the cost model (cost.h) picks the fastest candidate.
+ * Decisions are cached per communicator, collective and power-of-two size
+ * bucket. Every input is identical on every rank (see model.c), so all
+ * ranks choose the same schedule. */
 #ifndef COLL_TUNER_H_
 #define COLL_TUNER_H_
 
+#include "algorithms/algorithms.h"
+#include "coll.h"
 #include "engine/sched.h"
+
+typedef struct {
+  const collAlgo* algo; /* registry row */
+  size_t chunkBytes; /* bytes per block of one slice */
+  int nchannels;     /* 1..comm->maxChannels */
+  double predictedUs;
+} collTuneChoice;
 
 /* Algorithm name forced for fn by COLL_ALGO ("ring", or per collective
  * "allreduce:ring;broadcast:chain"), or NULL. */
 const char* collAlgoOverride(collFunc fn);
 
-/* The algorithm for a call that COLL_ALGO does not force, from inputs that
- * are identical on every rank (function, node layout): "hier" for all-reduce,
- * all-gather and reduce-scatter when the job spans several nodes and some
- * node holds several ranks (it crosses the network with 2(K-1)/K of the data
- * per node instead of the ring's per-rank share), else NULL (the registry's
- * default, ring/chain). The cost model replaces this rule later. */
-const char* collTunerDefault(collFunc fn, int nranks, int nnodes);
+/* Sets up comm->tuner: the cost model's inputs (topology estimates, or
+ * measured links with COLL_TUNE_CALIBRATE=1), made identical on every rank
+ * through the bootstrap; loads COLL_TUNER_PLUGIN. Collective over the
+ * communicator (called once from init on every rank). Logs the predicted
+ * time of every algorithm for a size ladder at INFO (TUNE). */
+collResult_t collTunerInit(collComm_t comm);
+void collTunerFree(collComm_t comm);
+
+/* The choice for one call; forcedAlgo = the op's COLL_ALGO name or NULL.
+ * collInvalidArgument when no algorithm builds fn or a forced name is
+ * unknown. Not thread-safe across calls on one communicator (as the engine). */
+collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDataType_t dtype,
+                             const char* forcedAlgo, collTuneChoice* out);
 
 #endif

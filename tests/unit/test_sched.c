@@ -160,14 +160,16 @@ static void test_registry(void** state) {
                    collAlgoFind(COLL_FN_ALLREDUCE, "ring"));
   assert_null(collAlgoFind(COLL_FN_ALLREDUCE, "chain"));
   assert_null(collAlgoFind(COLL_FN_BROADCAST, "ring"));
-  assert_null(collAlgoFind(COLL_FN_ALLREDUCE, "tree"));
+  assert_null(collAlgoFind(COLL_FN_ALLREDUCE, "binomial"));
+  assert_null(collAlgoFind(COLL_FN_BROADCAST, "tree"));
+  assert_null(collAlgoFind(COLL_FN_ALLREDUCE, "nosuch"));
   assert_null(collAlgoFind(COLL_FN_SEND, NULL));
   assert_null(collAlgoFind(COLL_FN_RECV, NULL));
   assert_null(collAlgoFind(COLL_FN_COUNT, NULL));
   assert_null(collAlgoFind((collFunc)-1, NULL));
   int rows = 0;
   while (collAlgoTable[rows].name) rows++;
-  assert_int_equal(rows, 3);
+  assert_int_equal(rows, 11);
   assert_null(collAlgoTable[rows].build);
 }
 

@@ -1,0 +1,173 @@
+/* cost.c - timing simulation of one slice on every rank (model in cost.h). */
+#include "tuner/cost.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  collSched s;
+  int* byPeer;      /* [2 * (n + 1)] start offsets: sends, then recvs */
+  int* list;        /* step indices grouped by (direction, peer), in order */
+  int* ord;         /* per step: ordinal among its (direction, peer) group */
+  int* phaseBegin;  /* [nphases + 1]: first step of each phase */
+  double* start;    /* [nphases + 1]: start time of each phase */
+  int phase;        /* phases below are done; start[phase] is known */
+  double busyBw, busyLat;
+} simRank;
+
+static int isXfer(int k) { return k == COLL_STEP_SEND || k == COLL_STEP_RECV || k == COLL_STEP_RECV_REDUCE; }
+static int dirOf(int k) { return k == COLL_STEP_SEND ? 0 : 1; }
+
+int collCostPath(const collTuneLayout* l, int a, int b) {
+  if (a == b) return COLL_PATH_SELF;
+  if (l->rankNode && l->rankNode[a] != l->rankNode[b]) return COLL_PATH_NET;
+  return l->intraShm ? COLL_PATH_SHM : COLL_PATH_LOCAL;
+}
+
+static void simRankFree(simRank* r) {
+  collSchedFree(&r->s);
+  free(r->byPeer);
+  free(r->list);
+  free(r->ord);
+  free(r->phaseBegin);
+  free(r->start);
+}
+
+/* Indexes rank r's steps by (direction, peer) and by phase. 0 on failure. */
+static int simRankIndex(simRank* r, int n) {
+  const collSched* s = &r->s;
+  int ns = s->nsteps, np = s->nphases > 0 ? s->nphases : 1;
+  r->byPeer = calloc(2 * ((size_t)n + 1), sizeof(int));
+  r->list = malloc(sizeof(int) * ((size_t)ns + 1));
+  r->ord = malloc(sizeof(int) * ((size_t)ns + 1));
+  r->phaseBegin = calloc((size_t)np + 1, sizeof(int));
+  r->start = calloc((size_t)np + 1, sizeof(double));
+  if (!r->byPeer || !r->list || !r->ord || !r->phaseBegin || !r->start) return 0;
+  int* cnt = r->byPeer; /* counts first, then turned into offsets */
+  for (int i = 0; i < ns; i++) {
+    const collStep* st = &s->steps[i];
+    if (st->phase >= np) return 0;
+    r->phaseBegin[st->phase + 1]++;
+    if (isXfer(st->kind)) cnt[dirOf(st->kind) * (n + 1) + st->peer + 1]++;
+  }
+  for (int p = 0; p < np; p++) r->phaseBegin[p + 1] += r->phaseBegin[p];
+  for (int i = 1; i < 2 * (n + 1); i++) cnt[i] += cnt[i - 1];
+  /* fill: cnt[d*(n+1)+peer] is the group's start; use ord as a cursor */
+  int* cursor = calloc(2 * (size_t)n, sizeof(int));
+  if (!cursor) return 0;
+  for (int i = 0; i < ns; i++) {
+    const collStep* st = &s->steps[i];
+    if (!isXfer(st->kind)) continue;
+    int g = dirOf(st->kind) * n + st->peer;
+    int base = cnt[dirOf(st->kind) * (n + 1) + st->peer];
+    r->ord[i] = cursor[g];
+    r->list[base + cursor[g]++] = i;
+  }
+  free(cursor);
+  return 1;
+}
+
+typedef struct {
+  const collTuneModel* m;
+  const collTuneLayout* l;
+  simRank* rk;
+  size_t esize;
+  int n;
+} simCtx;
+
+static double xferUs(const simCtx* c, int path, size_t bytes) {
+  double t = (double)bytes / (c->m->bwGBs[path] * 1e3);
+  return path == COLL_PATH_NET ? t : t * c->m->cpuShare;
+}
+
+static double latUs(const simCtx* c, int path) {
+  return c->m->latUs[path] + c->m->stepUs * c->m->cpuShare + (c->m->cpuShare > 1.0 ? c->m->wakeUs : 0.0);
+}
+
+/* Tries to finish rank r's current phase; 1 when it did. */
+static int simAdvance(simCtx* c, int r) {
+  simRank* R = &c->rk[r];
+  const collSched* s = &R->s;
+  int p = R->phase, n = c->n;
+  double ps = R->start[p], end = ps, own = 0.0, lat = 0.0, sendT = 0.0, recvT = 0.0;
+  for (int i = R->phaseBegin[p]; i < R->phaseBegin[p + 1]; i++) {
+    const collStep* st = &s->steps[i];
+    size_t cntElems = st->kind == COLL_STEP_SEND ? st->src.count : st->dst.count;
+    size_t bytes = cntElems * c->esize;
+    if (!isXfer(st->kind)) {
+      double gbs = st->kind == COLL_STEP_COPY ? c->m->copyGBs : c->m->reduceGBs;
+      own += (double)bytes / (gbs * 1e3) * c->m->cpuShare;
+      continue;
+    }
+    const simRank* Q = &c->rk[st->peer];
+    int other = 1 - dirOf(st->kind);
+    int g = Q->byPeer[other * (n + 1) + r], gEnd = Q->byPeer[other * (n + 1) + r + 1];
+    if (g + R->ord[i] >= gEnd) return 0; /* unmatched: treated as stuck */
+    int j = Q->list[g + R->ord[i]];
+    int qp = Q->s.steps[j].phase;
+    if (Q->phase < qp) return 0; /* peer's post time not known yet */
+    int path = collCostPath(c->l, r, st->peer);
+    double t = xferUs(c, path, bytes), l1 = latUs(c, path);
+    double done = (ps > Q->start[qp] ? ps : Q->start[qp]) + l1 + t;
+    if (st->kind == COLL_STEP_RECV_REDUCE) {
+      double red = (double)bytes / (c->m->reduceGBs * 1e3) * c->m->cpuShare;
+      done += red;
+      own += red;
+    }
+    if (st->kind == COLL_STEP_SEND) sendT += t;
+    else recvT += t;
+    if (l1 > lat) lat = l1;
+    if (done > end) end = done;
+  }
+  own += sendT > recvT ? sendT : recvT; /* links are full duplex */
+  if (ps + own > end) end = ps + own;
+  R->busyBw += own;
+  R->busyLat += lat;
+  R->start[++R->phase] = end;
+  return 1;
+}
+
+collSliceCost collCostSlice(const collTuneModel* m, const collTuneLayout* l, collSchedBuildFn build, collFunc fn,
+                            size_t count, size_t esize) {
+  collSliceCost out = {0, 0, 0, 0};
+  int n = l->nranks;
+  simCtx c = {m, l, calloc((size_t)n, sizeof(simRank)), esize, n};
+  if (!c.rk) return out;
+  int ok = 1;
+  for (int r = 0; r < n && ok; r++) {
+    collSchedArgs a = {fn, n, r, 0, count, 0, l->rankNode, l->nnodes};
+    ok = build(&a, &c.rk[r].s) == collSuccess && simRankIndex(&c.rk[r], n);
+  }
+  int remaining = n;
+  while (ok && remaining > 0) {
+    int moved = 0;
+    remaining = 0;
+    for (int r = 0; r < n; r++) {
+      simRank* R = &c.rk[r];
+      while (R->phase < R->s.nphases && simAdvance(&c, r)) moved = 1;
+      if (R->phase < R->s.nphases) remaining++;
+    }
+    if (!moved && remaining) ok = 0; /* deadlock: the checker would fail it too */
+  }
+  if (ok) {
+    for (int r = 0; r < n; r++) {
+      const simRank* R = &c.rk[r];
+      double e = R->start[R->s.nphases > 0 ? R->s.nphases : 0];
+      if (e > out.makespanUs) out.makespanUs = e;
+      if (R->busyBw > out.bwUs) out.bwUs = R->busyBw;
+      if (R->busyLat > out.latUs) out.latUs = R->busyLat;
+    }
+    out.ok = 1;
+  }
+  for (int r = 0; r < n; r++) simRankFree(&c.rk[r]);
+  free(c.rk);
+  return out;
+}
+
+double collCostCall(const collSliceCost* c, size_t nslices, int channels) {
+  if (!c->ok) return 1e30;
+  if (nslices <= 1) return c->makespanUs;
+  double pipelined = (c->bwUs + c->latUs) / (channels > 0 ? channels : 1);
+  double period = c->bwUs > pipelined ? c->bwUs : pipelined;
+  return c->makespanUs + (double)(nslices - 1) * period;
+}

@@ -1,0 +1,82 @@
+/*
+ * cost.h - the tuner's cost model: predicts how long a schedule takes by
+ * running the schedules of every rank through a timing simulation.
+ *
+ * Model (alpha-beta with per-rank serialization, in the spirit of LogGP):
+ *  - a transfer of b bytes between ranks a and b over path p completes at
+ *    max(post time on the sender, post time on the receiver) + lat[p] +
+ *    b / bw[p] + stepUs; post time = start of the step's phase on that rank;
+ *  - the transfers of one phase on one rank share that rank's bandwidth in
+ *    each direction (full duplex): the phase cannot end before its start +
+ *    max(sum of sent bytes, sum of received bytes) / bw;
+ *  - RECV_REDUCE adds b / reduceBw on the receiver, REDUCE b / reduceBw,
+ *    COPY b / copyBw;
+ *  - a rank's next phase starts when all steps of its current phase ended.
+ * One slice is simulated on all ranks: makespan M. The busiest rank's own
+ * time per slice splits into a bandwidth part W (bytes/bw, reductions,
+ * copies) and a latency part L (lat + stepUs per phase). Slices after the
+ * first follow in a pipeline whose period is max(W, (W + L) / channels):
+ * channels overlap latencies, not bandwidth. So
+ *    T(call) = M + (nslices - 1) * max(W, (W + L) / channels).
+ * CPU oversubscription (more ranks than cores on a node) scales every CPU
+ * term (copies, reductions, step overheads, shm transfers) by cpuShare and
+ * adds wakeUs to each message latency (a waiting rank sleeps instead of
+ * spinning and must be scheduled again).
+ *
+ * Everything here is a pure function of its inputs, so every rank computes
+ * the same choice (the inputs are made identical across ranks at init).
+ */
+#ifndef COLL_TUNER_COST_H_
+#define COLL_TUNER_COST_H_
+
+#include <stddef.h>
+
+#include "engine/sched.h"
+
+/* Path classes between two ranks, as the tuner prices them. */
+enum {
+  COLL_PATH_SELF = 0,
+  COLL_PATH_SHM = 1,    /* same node, shared-memory transport */
+  COLL_PATH_LOCAL = 2,  /* same node, network transport (shm disabled) */
+  COLL_PATH_NET = 3,    /* different nodes */
+  COLL_PATH_COUNT = 4
+};
+
+typedef struct {
+  double latUs[COLL_PATH_COUNT]; /* one-way small-message latency, us */
+  double bwGBs[COLL_PATH_COUNT]; /* point-to-point bandwidth, GB/s */
+  double reduceGBs;              /* local reduction, GB/s of output */
+  double copyGBs;                /* local copy, GB/s */
+  double stepUs;                 /* software overhead per transfer, us */
+  double cpuShare;               /* >= 1: ranks per core, busiest node */
+  double wakeUs;                 /* extra latency per message when cpuShare > 1 */
+} collTuneModel;
+
+/* Layout the simulation needs: node of each rank (NULL = one node) and
+ * whether the node's ranks talk over shm (else COLL_PATH_LOCAL). */
+typedef struct {
+  int nranks;
+  const int* rankNode;
+  int nnodes;
+  int intraShm;
+} collTuneLayout;
+
+typedef struct {
+  double makespanUs; /* M: one slice, all ranks */
+  double bwUs;       /* W: busiest rank's bandwidth time per slice */
+  double latUs;      /* L: busiest rank's latency time per slice */
+  int ok;            /* 0: build failed, out of memory or deadlock */
+} collSliceCost;
+
+/* Simulates one slice of `count` elements per block (as the builder sees
+ * it) of esize-byte elements with builder `build`. */
+collSliceCost collCostSlice(const collTuneModel* m, const collTuneLayout* l, collSchedBuildFn build, collFunc fn,
+                            size_t count, size_t esize);
+
+/* Time of a whole call from one slice's cost. */
+double collCostCall(const collSliceCost* c, size_t nslices, int channels);
+
+/* Path between two ranks. */
+int collCostPath(const collTuneLayout* l, int a, int b);
+
+#endif
