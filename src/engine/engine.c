@@ -106,6 +106,20 @@ static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, co
   return collSuccess;
 }
 
+#define COLL_MAX_STALLED 32
+
+static int collConnKey(const collStep* s) { return 2 * s->peer + (s->kind == COLL_STEP_SEND ? 0 : 1); }
+
+/* Does the step's connection hold a refused post (key -1: all do)? Local
+ * steps never stall. */
+static int collStalled(const int* keys, int n, const collStep* s) {
+  if (s->peer < 0) return 0;
+  int k = collConnKey(s);
+  for (int i = 0; i < n; i++)
+    if (keys[i] == k || keys[i] == -1) return 1;
+  return 0;
+}
+
 /* Posts or completes the steps of the current phase. *waitPeer gets a peer
  * still pending (for timeout messages). Returns 1 if anything moved. */
 static int collChannelProgress(collComm_t comm, const collExec* x, int c, collChanRun* run, collIdle* idle,
@@ -113,13 +127,16 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
   collChannel* ch = &comm->channels[c];
   collSched* s = &ch->sched;
   collStepState* st = ch->stepState;
-  int progressed = 0, pending = 0, postStalled = 0;
+  int progressed = 0, pending = 0, nstalled = 0;
+  int stalled[COLL_MAX_STALLED]; /* connections (2 * peer + isRecv) that refused a post this pass */
   for (int i = 0; i < s->nsteps; i++) {
     const collStep* step = &s->steps[i];
     if (step->phase != run->phase || st[i].state == 2) continue;
-    /* once a post was refused (transport queue full), post nothing more this
-     * pass: a later step must never overtake it on the same connection */
-    if (st[i].state == 0 && postStalled) {
+    /* once a post was refused (transport queue full), post nothing more on
+     * that connection this pass: a later step must never overtake it there.
+     * Other connections go on (receives from a peer must not wait behind a
+     * full send queue to it, or two ranks could wait on each other). */
+    if (st[i].state == 0 && nstalled > 0 && collStalled(stalled, nstalled, step)) {
       pending = 1;
       continue;
     }
@@ -152,7 +169,8 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
       }
       if (st[i].state == 0 && st[i].req) st[i].state = 1;
       if (st[i].state) progressed = 1;
-      else postStalled = 1;
+      else if (nstalled < COLL_MAX_STALLED) stalled[nstalled++] = collConnKey(step);
+      else stalled[0] = -1; /* list full: stop posting anything (old rule, still safe) */
     }
     if (st[i].state == 1) {
       int done = 0;

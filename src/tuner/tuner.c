@@ -56,8 +56,14 @@ static void collTunerLoad(void) {
   char* save = NULL;
   for (char* tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
     char* colon = strchr(tok, ':');
-    if (!colon) { /* one name for every collective */
-      for (int f = 0; f < COLL_FN_COUNT; f++) snprintf(collForced[f], sizeof collForced[f], "%s", tok);
+    if (!colon) { /* one name for every collective that algorithm builds */
+      int used = 0;
+      for (int f = 0; f < COLL_FN_COUNT; f++)
+        if (collAlgoFind((collFunc)f, tok)) {
+          snprintf(collForced[f], sizeof collForced[f], "%s", tok);
+          used = 1;
+        }
+      if (!used) COLL_WARN(COLL_SUB_TUNE, "COLL_ALGO: no collective has an algorithm \"%s\"; ignored", tok);
       continue;
     }
     *colon = 0;
