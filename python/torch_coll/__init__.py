@@ -1,0 +1,46 @@
+"""torch_coll: the "coll" backend for torch.distributed.
+
+    import torch_coll                      # registers the backend
+    torch.distributed.init_process_group("coll", ...)
+
+Works with torch 1.13 through 2.x (CPU tensors).  libcoll.so is found through
+$COLL_LIBRARY, next to this package, in the repository's build/ folder, or by
+ctypes.util.find_library("coll").  See _pg.py for what each operation does and
+which dtypes/ops are supported.
+"""
+import inspect
+
+import torch.distributed as dist
+
+from . import _lib
+from ._lib import CollError
+from ._pg import BACKEND_NAME, ProcessGroupColl, create_process_group
+
+__all__ = ["ProcessGroupColl", "CollError", "BACKEND_NAME", "create_process_group", "library_path",
+           "coll_version", "register"]
+
+library_path = _lib.path
+
+
+def coll_version():
+    """libcoll's version code (major*10000 + minor*100 + patch)."""
+    return _lib.version()
+
+
+def register():
+    """Registers "coll" with torch.distributed (done on import; idempotent)."""
+    B = dist.Backend
+    plugins = getattr(B, "_plugins", {})
+    if BACKEND_NAME.upper() in plugins:
+        return
+    kwargs = {}
+    try:
+        params = inspect.signature(B.register_backend).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if "devices" in params:  # torch >= 2.0; without it 2.x assumes cpu + the accelerator
+        kwargs["devices"] = ["cpu"]
+    B.register_backend(BACKEND_NAME, create_process_group, **kwargs)
+
+
+register()

@@ -1,0 +1,154 @@
+"""Spawning helpers for the coll PyTorch tests (torch 1.13 .. 2.x).
+
+Every child is a fresh interpreter (multiprocessing "spawn"), joins a process
+group through a FileStore in a temporary directory, runs one module-level
+function and saves what it returns with torch.save.  Every run has a deadline:
+on expiry all children are killed and the run fails.
+"""
+import os
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+PYDIR = os.path.join(REPO, "python")
+
+
+def setup_paths():
+    """Makes torch_coll and this folder importable here and in spawned children."""
+    for p in (PYDIR, HERE):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    pp = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for p in (PYDIR, HERE):
+        if p not in pp:
+            pp.insert(0, p)
+    os.environ["PYTHONPATH"] = os.pathsep.join(pp)
+    if "COLL_LIBRARY" not in os.environ:
+        for d in (os.environ.get("COLL_BUILD_DIR"), os.path.join(REPO, "build")):
+            if d and os.path.exists(os.path.join(d, "libcoll.so")):
+                os.environ["COLL_LIBRARY"] = os.path.join(d, "libcoll.so")
+                break
+
+
+setup_paths()
+
+
+def _die_with_parent():
+    """Linux: a killed test run must not leave its workers behind."""
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _child(fn, rank, ws, backends, tmpdir, args, env, init=None):
+    """Runs fn under each backend in turn (a fresh default group each time)."""
+    _die_with_parent()
+    os.environ.update(env)
+    setup_paths()
+    import datetime
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    for backend in backends:
+        if backend == "coll":
+            import torch_coll  # noqa: F401
+        out = os.path.join(tmpdir, "result.%s.%d.pt" % (backend, rank))
+        try:
+            method = init or ("file://" + os.path.join(tmpdir, "store." + backend))
+            dist.init_process_group(backend, init_method=method, rank=rank, world_size=ws,
+                                    timeout=datetime.timedelta(seconds=120))
+            res = fn(rank, ws, backend, *args)
+            torch.save({"ok": True, "result": res}, out)
+            try:
+                dist.barrier()
+                dist.destroy_process_group()
+            except Exception:
+                pass
+        except BaseException:
+            torch.save({"ok": False, "error": traceback.format_exc()}, out)
+            sys.stdout.flush()
+            os._exit(1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+class RunError(AssertionError):
+    pass
+
+
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run(fn, ws, backend, args=(), timeout=120, env=None, may_die=(), init=None):
+    """Runs fn(rank, ws, backend, *args) on ws processes; returns the list of
+    per-rank results (None for a rank in may_die that left no result).  Raises
+    RunError (with every failed rank's traceback) on failure or timeout."""
+    return run_multi(fn, ws, (backend,), args, timeout, env, may_die, init)[backend]
+
+
+def run_multi(fn, ws, backends, args=(), timeout=120, env=None, may_die=(), init=None):
+    """As run(), but each process runs fn under every backend in turn (one
+    spawn for all of them); returns {backend: [per-rank results]}.  init: the
+    init_method (default: file:// in a fresh temporary directory)."""
+    import multiprocessing as mp
+    import torch
+    ctx = mp.get_context("spawn")
+    tmpdir = tempfile.mkdtemp(prefix="coll_torch_")
+    env = dict(env or {})
+    procs = []
+    try:
+        for r in range(ws):
+            p = ctx.Process(target=_child, args=(fn, r, ws, tuple(backends), tmpdir, tuple(args), env, init),
+                            daemon=True)
+            p.start()
+            procs.append(p)
+        deadline = time.monotonic() + timeout
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+        timed_out = [r for r, p in enumerate(procs) if p.is_alive()]
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+        results, errors = {b: [] for b in backends}, []
+        for backend in backends:
+            for r in range(ws):
+                f = os.path.join(tmpdir, "result.%s.%d.pt" % (backend, r))
+                if os.path.exists(f):
+                    d = torch.load(f)
+                    if not d["ok"]:
+                        errors.append("rank %d (%s):\n%s" % (r, backend, d["error"]))
+                        results[backend].append(None)
+                    else:
+                        results[backend].append(d["result"])
+                    continue
+                results[backend].append(None)
+                if r in may_die:
+                    continue
+                if r in timed_out:
+                    errors.append("rank %d (%s): timed out after %ss" % (r, backend, timeout))
+                else:
+                    errors.append("rank %d (%s): exited with %s and no result" % (r, backend, procs[r].exitcode))
+        if errors:
+            raise RunError("%s on %d ranks (%s) failed:\n%s" % (getattr(fn, "__name__", fn), ws, ",".join(backends),
+                                                                "\n".join(errors)))
+        return results
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        shutil.rmtree(tmpdir, ignore_errors=True)
