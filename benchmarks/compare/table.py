@@ -202,9 +202,12 @@ def main():
              f"{st[ip]['wrong']} wrong"
              for (l, c, n), v in sorted(stats.items()) for s, st in sorted(v.items())
              for ip in (0, 1) if st[ip]["wrong"]]
-    slow = [f"- {c} np={n} {w} {human(s)}: coll/best = {r:.3g} (best: {b})"
-            for c, n, w, s, r, b in flags]
-    tail = ["## Findings", "", "Where coll is below 1.5x the best peer (bold in the tables):", ""]
+    groups = collections.OrderedDict()
+    for c, n, w, s, r, b in flags:
+        groups.setdefault((c, n, w), []).append(f"{human(s)} {r:.3g} ({b})")
+    slow = [f"- {c} np={n} {w}: " + ", ".join(v) for (c, n, w), v in groups.items()]
+    tail = ["## Findings", "", "Where coll is below 1.5x the best peer (bold in the tables): "
+            "size, coll/best, best peer.", ""]
     tail += slow or ["- none"]
     tail += ["", "Wrong results:", ""] + (wrong or ["- none"])
     tail += ["", "Runs that did not finish / unsupported:", ""] + (odd or ["- none"])
