@@ -7,7 +7,10 @@
  *            communicator without blocking; the worst time-to-error is printed.
  *  mismatch: one rank calls all-gather while the others call all-reduce;
  *            one rank passes a smaller count. Every rank returns an error
- *            within COLL_TIMEOUT and no guard byte changes.
+ *            within COLL_TIMEOUT and no guard byte changes. Detection without
+ *            COLL_CHECK relies on message sizes differing, so ctest runs it
+ *            with COLL_ALGO=ring (a direct all-gather and all-reduce of one
+ *            count exchange messages of equal size).
  *  garbage : strangers connect to the bootstrap root (garbage, wrong
  *            secret); the job still initializes and runs.
  *  many    : 64 communicators (collCommSplit) alive at once per process,

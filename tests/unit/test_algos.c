@@ -5,7 +5,7 @@
  * counts 0, 1, n-1, n+1 and a large odd count, out of place, in place and
  * mixed, with rendezvous sends (a schedule that needs transport buffering
  * deadlocks and fails). A second pass with eager sends covers 1..17 ranks.
- * COLL_TEST_ALGOS_MAX_RANKS lowers the 64 (the sanitizer build uses 24).
+ * COLL_TEST_ALGOS_MAX_RANKS lowers the 64 (the sanitizer build uses 16).
  * One cmocka test per algorithm, so a failure names it.
  */
 #include <setjmp.h>
