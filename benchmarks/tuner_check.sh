@@ -5,14 +5,16 @@
 # the algorithm the tuner picked, the best forced one and tuner/best (a time
 # ratio: > 1 means the tuner is slower; "!" flags > 1.15).
 #
-#   benchmarks/tuner_check.sh [-np N] [-b 8] [-e 256M] [-f 4] [-c COLLS] [-R 1]
-#       [-o FILE] [-B BUILD_DIR] [-t SEC] [--check-all]
+#   benchmarks/tuner_check.sh [-np N] [-b 8] [-e 256M] [-f 4] [-c COLLS]
+#       [-a ALGOS] [-R 1] [-o FILE] [-B BUILD_DIR] [-t SEC] [--check-all]
 #       [--netns KxM [-r RATE]] [--8rank-small] [--smoke]
 #
 #   -np N        local ranks (forked by the *_perf binaries; default 4)
 #   -b/-e/-f     sizes: b, b*f, b*f^2... <= e, and e itself (default 8, 256M, 4)
 #   -c COLLS     collectives, comma list of allreduce, allgather, reducescatter,
 #                broadcast, reduce (default: all locally, allreduce with --netns)
+#   -a ALGOS     force only these algorithms (comma list; default: all of
+#                the collective, see below)
 #   -R N         median of N runs; each repetition runs every algorithm on a
 #                size range before the next repetition starts (default 1)
 #   -o FILE      also write the report (markdown) to FILE
@@ -26,8 +28,9 @@
 #                median of 5
 #   --smoke      CI check: 2 ranks, 2 sizes, -n 2, all collectives (seconds)
 #
-# hier is included only with several nodes (--netns K>1). A run that exits
-# non-zero or reports #wrong makes its cells FAIL. The tuner's pick is parsed
+# hier (and for allreduce hier_tree, hier_rhd, hier_direct: hier with that
+# inter-node all-reduce) is included only with several nodes (--netns K>1).
+# A run that exits non-zero or reports #wrong makes its cells FAIL. The tuner's pick is parsed
 # from COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=TUNE lines ("tuner: <coll> <bytes>
 # bytes ... -> <algo>") written to COLL_DEBUG_FILE during the tuner's own
 # timing run ("?" when none): the tuner decides (and logs) once per size
@@ -43,7 +46,7 @@ usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' 
 die() { echo "tuner_check.sh: $*" >&2; exit 2; }
 
 NP=4 MINB=8 MAXB=256M FACTOR=4 COLLS="" REPS=1 OUTFILE="" BUILD="$REPO/build" TLIMIT=""
-NETNS="" RATE=1gbit CHECK_ALL=0 MODE=full
+NETNS="" RATE=1gbit CHECK_ALL=0 MODE=full FORCE_ALGOS=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -np) NP=${2:?}; shift ;;
@@ -52,6 +55,7 @@ while [ $# -gt 0 ]; do
     -f) FACTOR=${2:?}; shift ;;
     -c) COLLS=${2:?}; shift ;;
     -R) REPS=${2:?}; shift ;;
+    -a) FORCE_ALGOS=${2:?}; shift ;;
     -o) OUTFILE=${2:?}; shift ;;
     -B) BUILD=${2:?}; shift ;;
     -t) TLIMIT=${2:?}; shift ;;
@@ -85,7 +89,6 @@ sizeclass() { # bytes -> index into ITERS
   if [ "$MODE" = smoke ]; then echo 0; elif [ "$1" -lt $((128 << 10)) ]; then echo 0; elif [ "$1" -lt $((8 << 20)) ]; then echo 1
   elif [ "$1" -lt $((64 << 20)) ]; then echo 2; else echo 3; fi
 }
-FORCE_ALGOS="" # --8rank-small: compare with this one only
 case "$MODE" in
   smoke) NP=2 MINB=8 MAXB=1M FACTOR=131072 REPS=1 NETNS="" COLLS="" ITERS=("-n 2 -w 1 -c 1")
          TLIMIT=${TLIMIT:-60} ;;
@@ -115,12 +118,13 @@ fi
 COLLS=${COLLS:-allreduce,allgather,reducescatter,broadcast,reduce}
 TLIMIT=${TLIMIT:-600}
 
-# The algorithms of each collective; hier only when the job spans nodes.
+# The algorithms of each collective (or -a); hier only when the job spans nodes.
 algos_of() {
   local hier=""
   [ "$NODES" -gt 1 ] && hier=" hier"
+  if [ -n "$FORCE_ALGOS" ]; then echo "${FORCE_ALGOS//,/ }"; return; fi
   case "$1" in
-    allreduce) echo "ring tree rhd direct$hier" ;;
+    allreduce) echo "ring tree rhd direct$hier${hier:+ hier_tree hier_rhd hier_direct}" ;;
     allgather) echo "ring bruck direct$hier" ;;
     reducescatter) echo "ring rhd direct$hier" ;;
     broadcast | reduce) echo "chain binomial" ;;
@@ -173,8 +177,8 @@ size_flags() {
 
 WORK=$(mktemp -d /tmp/tuner_check.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'echo "tuner_check.sh: interrupted" >&2; exit 130' INT
+trap 'echo "tuner_check.sh: terminated (SIGTERM)" >&2; exit 143' TERM
 : >"$WORK/runs.tsv"
 
 # run COLL ALGO BAND REP: one benchmark run (ALGO "tuner" = no COLL_ALGO);
@@ -208,7 +212,8 @@ run() {
   printf '%s\t%s\t%s\t%s\t%s\n' "$coll" "$algo" "$band" "$rep" "$rc" >>"$WORK/runs.tsv"
   echo "# $coll $algo ${sizes[*]}, run $((rep + 1))/$REPS: status $rc, $((SECONDS - t0)) s" >&2
   if [ "$rc" != 0 ]; then
-    grep -iE 'error|fail|no algorithm|timeout|killed|status' "$WORK/$id.log" | sort -u | head -4 | sed 's/^/#   /' >&2 || true
+    grep -E 'error|fail|no algorithm|terminated|interrupted|timeout after|killing|exited with' "$WORK/$id.log" |
+      sort -u | head -n 5 | sed 's/^/#   /' >&2 || true
   fi
 }
 
@@ -216,7 +221,7 @@ START=$SECONDS rc=0
 STARTED="$(date -u '+%Y-%m-%d %H:%M UTC'), load average $(cut -d' ' -f1-3 /proc/loadavg)"
 REV=$(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?')
 for coll in "${COLL_LIST[@]}"; do
-  read -r -a names <<<"${FORCE_ALGOS:-$(algos_of "$coll")} tuner"
+  read -r -a names <<<"$(algos_of "$coll") tuner"
   for ((band = 0; band < ${#BANDS[@]}; band++)); do
     for ((rep = 0; rep < REPS; rep++)); do
       # interleaved: every algorithm once per repetition, rotating the order
@@ -232,10 +237,10 @@ printf '%s\n' "${BANDS[@]}" >"$WORK/bands.txt"
   if [ -n "$NETNS" ]; then where="--netns $NETNS ($NRANKS ranks on $NODES nodes), links ${RATE:-unshaped}"
   else where="$NP local ranks (-np $NP), 1 node"; fi
   echo "# tuner_check: $where, median of $REPS, $(( (SECONDS - START) / 60 )) min"
-  echo "# $(nproc) CPU(s); started $STARTED; ended with load average $(cut -d' ' -f1-3 /proc/loadavg); coll $REV"
+  echo "# $(nproc) CPU(s); started $STARTED; ended with load average $(cut -d' ' -f1-3 /proc/loadavg); source tree $REV"
   echo "# time = out-of-place time (us) of the *_perf benchmark, float; iterations per size range:"
   for ((band = 0; band < ${#BANDS[@]}; band++)); do echo "#   $(size_flags "$band") ${ITERS[${BANDS[band]%% *}]}"; done
-  FORCED="$FORCE_ALGOS" python3 - "$WORK" "$NRANKS" "$COLLS" <<'PY'
+  FORCED=$([ "$MODE" = small8 ] && echo ring) python3 - "$WORK" "$NRANKS" "$COLLS" <<'PY'
 import math, os, re, statistics, sys
 work, nranks, colls = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
 bands = []  # band -> list of requested sizes

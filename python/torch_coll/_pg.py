@@ -528,8 +528,10 @@ class _Channel:
         if self.sending:
             uid = _lib.get_unique_id()
             store.set(key, uid)
+            store.add(key + "/ready", 1)
         else:
-            uid = bytes(store.get(key))
+            uid = _store_get_when_counted(store, key + "/ready", 1, key, self.timeout,
+                                          "the channel from rank %d" % self.src)
         return _lib.comm_init_rank(uid, 2, 0 if self.sending else 1, self.timeout)
 
     def _run(self, store, gen):
@@ -591,6 +593,21 @@ class _Channel:
             else:
                 _lib.lib.collCommDestroy(self.comm)
             self.comm = None
+
+
+def _store_get_when_counted(store, count_key, n, key, timeout_sec, what):
+    """store.get(key) once store counter count_key reached n, by polling the
+    counter.  (A blocking store.get may hold the client's lock while it waits:
+    with torch 2.x's TCPStore another thread of this process then cannot use
+    the store, and the value it waits for may depend on that thread.)"""
+    deadline = time.monotonic() + (timeout_sec or 1800)
+    delay = 0.0005
+    while store.add(count_key, 0) < n:
+        if time.monotonic() > deadline:
+            raise RuntimeError("coll: timed out waiting for %s in the store" % what)
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
+    return bytes(store.get(key))
 
 
 def _complete(it, err):
@@ -1000,8 +1017,10 @@ class ProcessGroupColl(_ProcessGroup):
     # to this rank has been announced.
     def _announce(self, dst):
         e = self._eng
-        n = e.store.add("torch_coll/any/%d/%d/count" % (e.gen, dst), 1)
-        e.store.set("torch_coll/any/%d/%d/%d" % (e.gen, dst, n), str(self._rank))
+        base = "torch_coll/any/%d/%d/" % (e.gen, dst)
+        n = e.store.add(base + "count", 1)
+        e.store.set(base + str(n), str(self._rank))
+        e.store.add(base + "done", 1)
 
     def recv_anysource(self, tensors, tag=0):
         if not self._any_source:
@@ -1025,8 +1044,12 @@ class ProcessGroupColl(_ProcessGroup):
                 if src is not None:
                     break
                 self._any_cursor += 1
-                key = "torch_coll/any/%d/%d/%d" % (e.gen, self._rank, self._any_cursor)
-                self._announced.append(int(bytes(e.store.get(key)).decode()))
+                base = "torch_coll/any/%d/%d/" % (e.gen, self._rank)
+                n = self._any_cursor
+                # the sender sets the key, then bumps "done": poll that counter (see _store_get_when_counted)
+                val = _store_get_when_counted(e.store, base + "done", n, base + str(n),
+                                              getattr(e, "timeout_sec", None), "a message to receive from any source")
+                self._announced.append(int(val.decode()))
             self._claimed[src] = self._claimed.get(src, 0) + 1
         work = self._p2p(src, self._rank, buf, list(tensors), outs.finish if outs.copies else None)
         work._src_rank = src

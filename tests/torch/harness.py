@@ -47,9 +47,12 @@ def _die_with_parent():
         pass
 
 
-def _child(fn, rank, ws, backends, tmpdir, args, env, init=None):
+def _child(fn, rank, ws, backends, tmpdir, args, env, init=None, timeout=None):
     """Runs fn under each backend in turn (a fresh default group each time)."""
     _die_with_parent()
+    if timeout:  # a hung worker prints every thread's stack before the parent kills it
+        import faulthandler
+        faulthandler.dump_traceback_later(max(5, timeout - 8), exit=False)
     os.environ.update(env)
     setup_paths()
     import datetime
@@ -112,7 +115,7 @@ def run_multi(fn, ws, backends, args=(), timeout=120, env=None, may_die=(), init
     procs = []
     try:
         for r in range(ws):
-            p = ctx.Process(target=_child, args=(fn, r, ws, tuple(backends), tmpdir, tuple(args), env, init),
+            p = ctx.Process(target=_child, args=(fn, r, ws, tuple(backends), tmpdir, tuple(args), env, init, timeout),
                             daemon=True)
             p.start()
             procs.append(p)

@@ -40,9 +40,10 @@ run() {  # run SECONDS FILE
     echo "=== $2 FAILED (exit $?)"; failed=$((failed + 1)); names="$names $2"
   fi
 }
-run 60 test_errors.py
-run 100 test_ops.py
-run 60 test_ddp.py
-run 75 test_example.py
-echo "torch shim tests: $passed passed, $failed failed${names:+ (}${names# }${names:+)}"
+run 90 test_errors.py
+run 150 test_ops.py
+run 120 test_ddp.py
+run 120 test_example.py
+[ -n "$names" ] && echo "failed:$names"
+echo "torch: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
