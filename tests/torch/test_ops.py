@@ -101,18 +101,21 @@ def compare(ws, coll, gloo):
             d = same(c[1], c[2])
             if d:
                 failures.append("%s: coll differs from the reference: %s" % (where, d))
-            if g is not None and g[0] == "ok":
+            # gloo is a second witness only where it agrees with the reference: its
+            # worker threads may run two async operations on one tensor at once
+            # (all_reduce_async), which coll orders as NCCL does.
+            gd = same(g[1], g[2]) if g is not None and g[0] == "ok" else None
+            if g is not None and g[0] == "ok" and not gd:
                 d = same(c[1], g[1])
                 if d:
                     failures.append("%s: coll differs from gloo: %s" % (where, d))
                 elif rank == 0:
                     counts["vs_gloo"] += 1
-                d = same(g[1], g[2])
-                if d and rank == 0:
-                    notes.append("%s: gloo differs from the reference: %s" % (where, d))
             elif rank == 0:
+                if gd:
+                    notes.append("%s: gloo differs from the reference: %s" % (where, gd))
                 counts["vs_reference"] += 1
-                if g is not None:
+                if g is not None and g[0] == "error":
                     notes.append("%s: gloo: %s" % (where, g[1].splitlines()[0][:120]))
     return failures, notes, counts
 
