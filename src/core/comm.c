@@ -139,7 +139,7 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
                                                                                                    : COLL_NET_INTER;
   int64_t spin = collParamInt(COLL_PARAM_SPIN);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  comm->spinCount = spin >= 0 ? (int)spin : (comm->localRanks > cores ? 0 : 1000);
+  comm->spinUs = spin >= 0 ? (int)spin : (comm->localRanks > cores ? 0 : 500);
   comm->conns = calloc((size_t)comm->maxChannels * (size_t)n, sizeof(collConn));
   comm->channels = calloc((size_t)comm->maxChannels, sizeof(collChannel));
   if (!comm->conns || !comm->channels) return collSetError(collSystemError, "init: out of memory");
@@ -154,7 +154,7 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
             comm->rank, n, (int)getpid(), collHostName(), comm->node, comm->nnodes, comm->localRank,
             comm->localRanks, comm->nets[COLL_NET_INTER]->name, props.name,
             comm->nets[COLL_NET_INTRA] ? comm->nets[COLL_NET_INTRA]->name : comm->nets[COLL_NET_INTER]->name,
-            comm->nchannels, comm->chunkBytes, comm->timeoutSec, comm->spinCount);
+            comm->nchannels, comm->chunkBytes, comm->timeoutSec, comm->spinUs);
   return collSuccess;
 }
 

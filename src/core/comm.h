@@ -76,7 +76,7 @@ struct collComm {
   collChannel* channels;
   int timeoutSec;
   int localRanks;  /* ranks on this node (same host hash) */
-  int spinCount;   /* polls before sleeping, see COLL_SPIN_COUNT */
+  int spinUs;      /* polling time before sleeping, see COLL_SPIN_US */
   int checkCalls;  /* COLL_CHECK: verify call signatures across ranks */
   size_t chunkBytes;
   volatile int abortFlag;
@@ -93,6 +93,7 @@ struct collComm {
   pthread_cond_t qdone;     /* a work item finished */
   collWork *qhead, *qtail;
   int qbusy;                /* items queued or running */
+  int qrunning;             /* an item is being run (by the progress thread or a waiter) */
   int threadStarted, stopping;
   pthread_t progress;
 };

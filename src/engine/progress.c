@@ -8,7 +8,9 @@
 
 void collIdleInit(collComm_t comm, collIdle* w) {
   w->idle = 0;
-  w->spin = comm->spinCount;
+  w->spinSec = comm->spinUs * 1e-6;
+  w->sleeping = comm->spinUs <= 0;
+  w->idleSince = 0;
   w->deadline = comm->timeoutSec > 0 ? collTimeNow() + comm->timeoutSec : 0;
   w->nfds = 0;
 }
@@ -51,18 +53,24 @@ collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const ch
   }
   if (progressed) {
     w->idle = 0;
+    w->idleSince = 0;
+    w->sleeping = w->spinSec <= 0;
     w->nfds = 0;
     return collSuccess;
   }
   ++w->idle;
-  /* the clock is read every 64th spin and on every sleep */
-  int checkClock = w->idle > w->spin || (w->idle & 63) == 0;
-  if (w->deadline > 0 && checkClock && collTimeNow() > w->deadline) {
-    collSetError(collTimeout, "rank %d: %s timed out after %d s (COLL_TIMEOUT) waiting on rank %d (%s)", comm->rank,
-                 what, comm->timeoutSec, waitPeer, waitPeer >= 0 ? collCommPeerHost(comm, waitPeer) : "-");
-    return collEngineFail(comm, collTimeout);
+  /* while spinning, the clock (~60 ns on a VM) is read every 64th idle step */
+  if (w->sleeping || (w->idle & 63) == 0) {
+    double now = collTimeNow();
+    if (w->idleSince == 0) w->idleSince = now;
+    else if (now - w->idleSince > w->spinSec) w->sleeping = 1;
+    if (w->deadline > 0 && now > w->deadline) {
+      collSetError(collTimeout, "rank %d: %s timed out after %d s (COLL_TIMEOUT) waiting on rank %d (%s)", comm->rank,
+                   what, comm->timeoutSec, waitPeer, waitPeer >= 0 ? collCommPeerHost(comm, waitPeer) : "-");
+      return collEngineFail(comm, collTimeout);
+    }
   }
-  if (w->idle > w->spin) collIdleSleep(w);
+  if (w->sleeping) collIdleSleep(w);
   w->nfds = 0;
   return collSuccess;
 }

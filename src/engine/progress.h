@@ -9,11 +9,13 @@
 #define COLL_MAX_POLLFDS 64
 
 /* Idle handling for an executor loop: counts idle iterations, sleeps in
- * poll() on the given fds after COLL_SPIN_COUNT of them, and turns the comm's
+ * poll() on the given fds once they lasted COLL_SPIN_US, and turns the comm's
  * abort flag or a passed deadline into an error (naming `what`). */
 typedef struct {
   int idle;
-  int spin;
+  int sleeping;      /* the spin time is over: sleep on every idle step */
+  double spinSec;    /* COLL_SPIN_US in seconds */
+  double idleSince;  /* when the current idle stretch began (0: not read yet) */
   double deadline;
   /* what the pending requests wait on; resolved to fds only before sleeping
    * (getPollFd may arm a transport's wake-up, so it is not called per spin) */

@@ -9,7 +9,7 @@ typedef enum {
   COLL_PARAM_CHUNKSIZE,      /* COLL_CHUNKSIZE, bytes per slice block */
   COLL_PARAM_NCHANNELS,      /* COLL_NCHANNELS */
   COLL_PARAM_NSOCKS,         /* COLL_NSOCKS_PERTHREAD */
-  COLL_PARAM_SPIN,           /* COLL_SPIN_COUNT, polls before sleeping */
+  COLL_PARAM_SPIN,           /* COLL_SPIN_US, polling time before sleeping */
   COLL_PARAM_CONNECT_RETRY_MS, /* COLL_CONNECT_TIMEOUT_MS */
   COLL_PARAM_SHM_DISABLE,    /* COLL_SHM_DISABLE */
   COLL_PARAM_SHM_BUFFSIZE,   /* COLL_SHM_BUFFSIZE, ring bytes per shm connection */
