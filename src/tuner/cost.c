@@ -13,6 +13,7 @@ typedef struct {
   double* start;    /* [nphases + 1]: start time of each phase */
   int phase;        /* phases below are done; start[phase] is known */
   double busyBw, busyLat;
+  int ends; /* transfer ends (sends and receives) with data: CPU work under oversubscription */
 } simRank;
 
 static int isXfer(int k) { return k == COLL_STEP_SEND || k == COLL_STEP_RECV || k == COLL_STEP_RECV_REDUCE; }
@@ -95,10 +96,13 @@ static int simAdvance(simCtx* c, int r) {
     size_t cntElems = st->kind == COLL_STEP_SEND ? st->src.count : st->dst.count;
     size_t bytes = cntElems * c->esize;
     if (!isXfer(st->kind)) {
+      if (bytes == 0) continue;
       double gbs = st->kind == COLL_STEP_COPY ? c->m->copyGBs : c->m->reduceGBs;
       own += (double)bytes / (gbs * 1e3) * c->m->cpuShare;
       continue;
     }
+    if (bytes == 0) continue; /* a no-op on both sides, no dependency */
+    R->ends++;
     const simRank* Q = &c->rk[st->peer];
     int other = 1 - dirOf(st->kind);
     int g = Q->byPeer[other * (n + 1) + r], gEnd = Q->byPeer[other * (n + 1) + r + 1];
@@ -150,12 +154,20 @@ collSliceCost collCostSlice(const collTuneModel* m, const collTuneLayout* l, col
     if (!moved && remaining) ok = 0; /* deadlock: the checker would fail it too */
   }
   if (ok) {
+    long ends = 0;
     for (int r = 0; r < n; r++) {
       const simRank* R = &c.rk[r];
       double e = R->start[R->s.nphases > 0 ? R->s.nphases : 0];
       if (e > out.makespanUs) out.makespanUs = e;
       if (R->busyBw > out.bwUs) out.bwUs = R->busyBw;
       if (R->busyLat > out.latUs) out.latUs = R->busyLat;
+      ends += R->ends;
+    }
+    if (m->cpuShare > 1.0) {
+      /* the node's cores must run every transfer end's wake-up and overhead */
+      double cpu = (double)ends / n * m->cpuShare * (m->wakeUs / 2 + m->stepUs);
+      if (cpu > out.makespanUs) out.makespanUs = cpu;
+      if (cpu > out.bwUs) out.bwUs = cpu;
     }
     out.ok = 1;
   }

@@ -72,6 +72,29 @@ static void test_cost_chain_paths(void** state) {
   assert_int_equal(collCostPath(&two, 3, 3), COLL_PATH_SELF);
 }
 
+/* Steps that move no data are no-ops in the engine: free in the model. On 8
+ * ranks over 2 cores (cpuShare 4) the cores must run every transfer end:
+ * a one-shot all-reduce of 2 floats has 14 ends per rank, so it takes
+ * 14 x 4 x (wakeUs / 2 + stepUs) = 14 x 4 x 11 = 616 us although its
+ * critical path is one message. */
+static void test_cost_zero_and_oversubscribed(void** state) {
+  (void)state;
+  collTuneModel m = unitModel();
+  collTuneLayout l = {8, NULL, 1, 1};
+  collSliceCost c = collCostSlice(&m, &l, collAlgoFind(COLL_FN_ALLREDUCE, "ring")->build, COLL_FN_ALLREDUCE, 0, 4);
+  assert_true(c.ok);
+  assert_true(fabs(c.makespanUs) < 1e-9);
+  m.cpuShare = 4.0;
+  m.wakeUs = 20.0;
+  m.stepUs = 1.0;
+  c = collCostSlice(&m, &l, collAlgoFind(COLL_FN_ALLREDUCE, "direct")->build, COLL_FN_ALLREDUCE, 2, 4);
+  assert_true(c.ok);
+  assert_true(fabs(c.makespanUs - 616.0) < 1e-6);
+  m.cpuShare = 1.0; /* not oversubscribed: one message (lat 1 + step 1) plus 8 bytes */
+  c = collCostSlice(&m, &l, collAlgoFind(COLL_FN_ALLREDUCE, "direct")->build, COLL_FN_ALLREDUCE, 2, 4);
+  assert_true(c.makespanUs < 10.0);
+}
+
 /* A builder that fails is priced as infeasible, never chosen. */
 static collResult_t failingBuild(const collSchedArgs* a, collSched* s) {
   (void)a;
@@ -203,6 +226,7 @@ int main(void) {
       cmocka_unit_test(test_cost_ring_exact),
       cmocka_unit_test(test_cost_chain_paths),
       cmocka_unit_test(test_cost_failing_builder),
+      cmocka_unit_test(test_cost_zero_and_oversubscribed),
       cmocka_unit_test(test_choice_identical_and_small),
       cmocka_unit_test(test_plugin_overrides),
   };
