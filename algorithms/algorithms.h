@@ -12,6 +12,10 @@ typedef struct {
   const char* name;      /* "ring", "chain", "p2p"... used by COLL_ALGO */
   unsigned funcMask;     /* 1u << collFunc it can build */
   collSchedBuildFn build;
+  /* 1: the builder reads collSchedArgs.rankNode (the hier* rows), so the
+   * engine runs it on the real rank numbers on every channel; 0: channel c
+   * runs it over the ranks renumbered by perm_c (patterns/renumber.h). */
+  int nodeAware;
 } collAlgo;
 
 /* NULL-terminated by a row with name == NULL. */

@@ -2,7 +2,9 @@
  * registry.c - the table of schedule builders, searched by function and
  * (optionally, e.g. from COLL_ALGO) by name. The first row that builds a
  * function is its default. Point-to-point is run by the engine directly and
- * has no row.
+ * has no row. The last field (nodeAware) is 1 for the rows whose builder
+ * reads the node layout: the engine does not renumber their ranks per
+ * channel.
  */
 #include <strings.h>
 
@@ -14,27 +16,27 @@ const collAlgo collAlgoTable[] = {
     {"ring",
      COLL_FN_BIT(COLL_FN_ALLREDUCE) | COLL_FN_BIT(COLL_FN_ALLGATHER) |
          COLL_FN_BIT(COLL_FN_REDUCESCATTER),
-     collRingBuild},
+     collRingBuild, 0},
     {"hier",
      COLL_FN_BIT(COLL_FN_ALLREDUCE) | COLL_FN_BIT(COLL_FN_ALLGATHER) |
          COLL_FN_BIT(COLL_FN_REDUCESCATTER),
-     collHierBuild},
+     collHierBuild, 1},
     {"chain", COLL_FN_BIT(COLL_FN_BROADCAST) | COLL_FN_BIT(COLL_FN_REDUCE),
-     collChainBuild},
-    {"tree", COLL_FN_BIT(COLL_FN_ALLREDUCE), collTreeBuild},
+     collChainBuild, 0},
+    {"tree", COLL_FN_BIT(COLL_FN_ALLREDUCE), collTreeBuild, 0},
     {"binomial", COLL_FN_BIT(COLL_FN_BROADCAST) | COLL_FN_BIT(COLL_FN_REDUCE),
-     collBinomialBuild},
+     collBinomialBuild, 0},
     {"rhd", COLL_FN_BIT(COLL_FN_ALLREDUCE) | COLL_FN_BIT(COLL_FN_REDUCESCATTER),
-     collRhdBuild},
-    {"bruck", COLL_FN_BIT(COLL_FN_ALLGATHER), collBruckBuild},
-    {"hier_tree", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierTreeBuild},
-    {"hier_rhd", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierRhdBuild},
-    {"hier_direct", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierDirectBuild},
+     collRhdBuild, 0},
+    {"bruck", COLL_FN_BIT(COLL_FN_ALLGATHER), collBruckBuild, 0},
+    {"hier_tree", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierTreeBuild, 1},
+    {"hier_rhd", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierRhdBuild, 1},
+    {"hier_direct", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierDirectBuild, 1},
     {"direct",
      COLL_FN_BIT(COLL_FN_ALLREDUCE) | COLL_FN_BIT(COLL_FN_ALLGATHER) |
          COLL_FN_BIT(COLL_FN_REDUCESCATTER),
-     collDirectBuild},
-    {NULL, 0, NULL},
+     collDirectBuild, 0},
+    {NULL, 0, NULL, 0},
 };
 
 /* name: NULL or "" = the default; otherwise matched case-insensitively

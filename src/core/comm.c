@@ -126,6 +126,7 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
   me->pid = (int32_t)getpid();
   me->version = COLL_VERSION_CODE;
   me->hostHash = collTopoHostHash();
+  me->kernelHash = collTopoKernelHash();
   snprintf(me->host, sizeof me->host, "%s", collHostName());
   if ((r = collBootAllGather(&comm->boot, comm->peers, sizeof(collPeerInfo))) != collSuccess) return r;
   for (int i = 0; i < n; i++)
@@ -139,7 +140,7 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
                                                                                                    : COLL_NET_INTER;
   int64_t spin = collParamInt(COLL_PARAM_SPIN);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  comm->spinUs = spin >= 0 ? (int)spin : (comm->localRanks > cores ? 0 : 500);
+  comm->spinUs = spin >= 0 ? (int)spin : (comm->kernelRanks > cores ? 0 : 50);
   comm->conns = calloc((size_t)comm->maxChannels * (size_t)n, sizeof(collConn));
   comm->channels = calloc((size_t)comm->maxChannels, sizeof(collChannel));
   if (!comm->conns || !comm->channels) return collSetError(collSystemError, "init: out of memory");

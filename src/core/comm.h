@@ -25,6 +25,7 @@ typedef struct {
   uint32_t version;
   uint32_t hasIntra; /* published an intra-node handle */
   uint64_t hostHash;
+  uint64_t kernelHash; /* boot id: ranks that share a kernel share its cores */
   char host[COLL_HOST_LEN];
   char netHandle[COLL_NET_KINDS][COLL_NET_HANDLE_BYTES];
 } collPeerInfo;
@@ -76,6 +77,8 @@ struct collComm {
   collChannel* channels;
   int timeoutSec;
   int localRanks;  /* ranks on this node (same host hash) */
+  int kernelRanks; /* ranks on this kernel, >= localRanks: emulated nodes (network
+                      namespaces, containers, COLL_HOSTID) share the cores */
   int spinUs;      /* polling time before sleeping, see COLL_SPIN_US */
   int checkCalls;  /* COLL_CHECK: verify call signatures across ranks */
   size_t chunkBytes;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/patterns/renumber.h"
 #include "engine/progress.h"
 #include "misc/log.h"
 #include "reduce/reduce.h"
@@ -64,10 +65,13 @@ static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, co
   run->sliceOff = run->slice * x->sliceElems;
   run->sliceCount = x->blockCount - run->sliceOff < x->sliceElems ? x->blockCount - run->sliceOff : x->sliceElems;
   run->phase = 0;
+  /* channel c runs the schedule over ranks renumbered by perm_c (renumber.h);
+   * node-aware rows and point-to-point keep the real numbering (pc = 0) */
+  int pc = x->algo->nodeAware || x->op->fn == COLL_FN_SEND || x->op->fn == COLL_FN_RECV ? 0 : c;
   collSchedArgs a = {x->op->fn, comm->nranks, comm->rank, x->op->root, run->sliceCount, x->inPlace,
                      comm->rankNode, comm->nnodes};
   collSchedReset(&ch->sched);
-  collResult_t r = x->algo->build(&a, &ch->sched);
+  collResult_t r = collSchedBuildChannel(x->algo->build, &a, pc, &ch->sched);
   if (r != collSuccess) return collSetError(r, "engine: algorithm %s failed to build a schedule", x->algo->name);
   collSched* s = &ch->sched;
   if (s->nsteps > ch->stepStateCap) {

@@ -26,6 +26,15 @@ uint64_t collTopoHostHash(void) {
   return collFnv1a(buf);
 }
 
+uint64_t collTopoKernelHash(void) {
+  char buf[128] = {0};
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (!f) return collTopoHostHash();
+  if (!fgets(buf, (int)sizeof buf, f)) buf[0] = 0;
+  fclose(f);
+  return buf[0] ? collFnv1a(buf) : collTopoHostHash();
+}
+
 void collTopoNodes(collComm_t comm) {
   int n = comm->nranks;
   comm->nnodes = 0;
@@ -35,8 +44,9 @@ void collTopoNodes(collComm_t comm) {
     comm->rankNode[i] = j < i ? comm->rankNode[j] : comm->nnodes++;
   }
   comm->node = comm->rankNode[comm->rank];
-  comm->localRank = comm->localRanks = 0;
+  comm->localRank = comm->localRanks = comm->kernelRanks = 0;
   for (int i = 0; i < n; i++) {
+    if (comm->peers[i].kernelHash == comm->peers[comm->rank].kernelHash) comm->kernelRanks++;
     if (comm->rankNode[i] != comm->node) continue;
     if (i < comm->rank) comm->localRank++;
     comm->localRanks++;

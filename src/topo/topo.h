@@ -16,8 +16,12 @@
 /* Hash that identifies this node: hostname + boot id, or COLL_HOSTID when set
  * (so tests can emulate several nodes on one machine). */
 uint64_t collTopoHostHash(void);
+/* Hash of the running kernel's boot id (the host hash when unreadable):
+ * equal for every namespace and container on one machine. */
+uint64_t collTopoKernelHash(void);
 /* Fills comm->rankNode, nnodes, node, localRank, localRanks from the peers'
- * host hashes; nodes are numbered in order of their first rank. */
+ * host hashes (nodes are numbered in order of their first rank), and
+ * kernelRanks from their kernel hashes. */
 void collTopoNodes(collComm_t comm);
 
 /* ---- per-node summary ------------------------------------------------------ */

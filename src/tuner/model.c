@@ -155,7 +155,7 @@ collResult_t collTuneModelInit(collComm_t comm, const collTuneLayout* l, collTun
   if (!all) return collSetError(collSystemError, "tuner: out of memory");
   modelShare* me = &all[comm->rank];
   me->model = m;
-  me->localRanks = comm->localRanks;
+  me->localRanks = comm->kernelRanks; /* emulated nodes on one machine share its cores */
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   me->cores = cores > 0 ? (int32_t)cores : 1;
   for (int p = 0; p < COLL_PATH_COUNT; p++)

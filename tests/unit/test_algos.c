@@ -5,6 +5,11 @@
  * counts 0, 1, n-1, n+1 and a large odd count, out of place, in place and
  * mixed, with rendezvous sends (a schedule that needs transport buffering
  * deadlocks and fails). A second pass with eager sends covers 1..17 ranks.
+ * Rows that do not read the node layout are also run as channels 1..3 run
+ * them in the engine (ranks renumbered by perm_c, patterns/renumber.h):
+ * 1..17, 24, 32 and 64 ranks, the same roots and placements, counts 0, 1,
+ * n-1, n+1, 3n+7. test_rank_perm checks perm_c and its inverse against the
+ * formula for 1..64 ranks and channels 0..7.
  * COLL_TEST_ALGOS_MAX_RANKS lowers the 64 (the sanitizer build uses 16).
  * One cmocka test per algorithm, so a failure names it.
  */
@@ -19,6 +24,7 @@
 #include <string.h>
 
 #include "algorithms/algorithms.h"
+#include "algorithms/patterns/renumber.h"
 #include "sched_sim.h"
 
 #define MAX_RANKS 64
@@ -91,6 +97,45 @@ static void sweepLayouts(const collAlgo* a, int maxN) {
     }
 }
 
+/* The builder the simulator runs for channel gChannel: the engine's own
+ * per-channel build (renumbered ranks, steps mapped back to real ranks). */
+static collSchedBuildFn gChannelBase;
+static int gChannel;
+static collResult_t channelBuild(const collSchedArgs* a, collSched* s) {
+  return collSchedBuildChannel(gChannelBase, a, gChannel, s);
+}
+
+/* Channels 1..3 of row a: rendezvous sends, rank counts kChannelRanks up to
+ * maxN, the roots, counts and placements of the channel-0 sweep, except that
+ * the large count is 3n+7 for every n (the renumbering does not depend on
+ * the count; 100003 and 4099 on few ranks would double the run time). */
+static const int kChannelRanks[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 24, 32, 64};
+
+static void sweepChannels(const collAlgo* a, int maxN) {
+  gChannelBase = a->build;
+  for (gChannel = 1; gChannel <= 3; gChannel++)
+    for (int fn = COLL_FN_ALLREDUCE; fn <= COLL_FN_REDUCE; fn++) {
+      if (!(a->funcMask & (1u << (unsigned)fn))) continue;
+      for (size_t ni = 0; ni < sizeof kChannelRanks / sizeof kChannelRanks[0]; ni++) {
+        int n = kChannelRanks[ni];
+        if (n > maxN) break;
+        size_t counts[5];
+        int roots[MAX_RANKS];
+        int nc = makeCounts(n, counts), nr = makeRoots((collFunc)fn, n, roots);
+        counts[nc - 1] = 3 * (size_t)n + 7;
+        for (int ri = 0; ri < nr; ri++)
+          for (int ci = 0; ci < nc; ci++)
+            for (size_t pi = 0; pi < sizeof kPlaces / sizeof kPlaces[0]; pi++) {
+              collSimConfig cfg = {(collFunc)fn, n, roots[ri], counts[ci], kPlaces[pi], 0, NULL, 1};
+              collSimResult res;
+              if (!collSimRun(&cfg, channelBuild, &res))
+                fail_msg("%s %s channel=%d nranks=%d root=%d count=%zu place=%d: %s", a->name,
+                         collSimFnName((collFunc)fn), gChannel, n, roots[ri], counts[ci], (int)kPlaces[pi], res.msg);
+            }
+      }
+    }
+}
+
 static void sweepAlgo(const char* name, int maxRanks, int eager) {
   int found = 0;
   for (const collAlgo* a = collAlgoTable; a->name != NULL; a++) {
@@ -113,6 +158,7 @@ static void sweepAlgo(const char* name, int maxRanks, int eager) {
             }
       }
     }
+    if (!eager && !a->nodeAware) sweepChannels(a, maxRanks);
   }
   if (!found) fail_msg("no algorithm named %s in the registry", name);
   /* the composed hierarchical rows on multi-node layouts (plain hier has
@@ -158,6 +204,30 @@ static void test_all_rows_listed(void** state) {
   }
 }
 
+/* perm_c of renumber.h against its formula, a bijection of 0..n-1, and
+ * perm_c^-1 its inverse, for 1..64 ranks and channels 0..7; out-of-range
+ * ranks (an unused root) pass unchanged. */
+static void test_rank_perm(void** state) {
+  (void)state;
+  for (int n = 1; n <= MAX_RANKS; n++)
+    for (int c = 0; c < 8; c++) {
+      int seen[MAX_RANKS] = {0};
+      for (int r = 0; r < n; r++) {
+        int rev = c % 2 ? (n - r) % n : r;
+        int want = (rev + (c / 2) * (n / 2)) % n;
+        int v = collRankPerm(c, n, r);
+        if (v != want) fail_msg("perm c=%d n=%d r=%d: got %d, want %d", c, n, r, v, want);
+        if (seen[v]++) fail_msg("perm c=%d n=%d: %d is the image of two ranks", c, n, v);
+        if (collRankPermInv(c, n, v) != r)
+          fail_msg("perm^-1 c=%d n=%d: perm^-1(perm(%d)) = %d", c, n, r, collRankPermInv(c, n, v));
+        if (collRankPerm(c, n, collRankPermInv(c, n, r)) != r)
+          fail_msg("perm c=%d n=%d: perm(perm^-1(%d)) = %d", c, n, r, collRankPerm(c, n, collRankPermInv(c, n, r)));
+      }
+      assert_int_equal(collRankPerm(c, n, -1), -1);
+      assert_int_equal(collRankPermInv(c, n, n), n);
+    }
+}
+
 /* argv[1]: optional cmocka test filter, e.g. test_tree. */
 int main(int argc, char** argv) {
   if (argc > 1) cmocka_set_test_filter(argv[1]);
@@ -170,6 +240,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_hier),            cmocka_unit_test(test_tree),     cmocka_unit_test(test_binomial),
       cmocka_unit_test(test_rhd),             cmocka_unit_test(test_bruck),    cmocka_unit_test(test_direct),
       cmocka_unit_test(test_hier_tree),       cmocka_unit_test(test_hier_rhd), cmocka_unit_test(test_hier_direct),
+      cmocka_unit_test(test_rank_perm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

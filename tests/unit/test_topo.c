@@ -30,7 +30,10 @@
 static collTopoSummary load(const char* path) {
   collTopoSummary s;
   collResult_t r = collTopoSummarize(path, NULL, &s);
-  if (r != collSuccess) fail_msg("cannot load %s: %s", path, collGetLastError(NULL));
+  if (r != collSuccess) {
+    const char* why = collGetLastError(NULL);
+    fail_msg("cannot load %s: %s", path, why ? why : "?");
+  }
   return s;
 }
 
