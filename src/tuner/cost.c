@@ -13,7 +13,7 @@ typedef struct {
   double* start;    /* [nphases + 1]: start time of each phase */
   int phase;        /* phases below are done; start[phase] is known */
   double busyBw, busyLat;
-  int ends; /* transfer ends (sends and receives) with data: CPU work under oversubscription */
+  double cpuUs; /* CPU time of its transfer ends (sends and receives with data) */
 } simRank;
 
 static int isXfer(int k) { return k == COLL_STEP_SEND || k == COLL_STEP_RECV || k == COLL_STEP_RECV_REDUCE; }
@@ -102,7 +102,6 @@ static int simAdvance(simCtx* c, int r) {
       continue;
     }
     if (bytes == 0) continue; /* a no-op on both sides, no dependency */
-    R->ends++;
     const simRank* Q = &c->rk[st->peer];
     int other = 1 - dirOf(st->kind);
     int g = Q->byPeer[other * (n + 1) + r], gEnd = Q->byPeer[other * (n + 1) + r + 1];
@@ -112,6 +111,8 @@ static int simAdvance(simCtx* c, int r) {
     if (Q->phase < qp) return 0; /* peer's post time not known yet */
     int path = collCostPath(c->l, r, st->peer);
     double t = xferUs(c, path, bytes), l1 = latUs(c, path);
+    /* a socket end runs the kernel's network stack on this node's cores */
+    R->cpuUs += c->m->stepUs + c->m->wakeUs / 2 + (path == COLL_PATH_SHM ? 0.0 : c->m->latUs[path] / 2);
     double done = (ps > Q->start[qp] ? ps : Q->start[qp]) + l1 + t;
     if (st->kind == COLL_STEP_RECV_REDUCE) {
       double red = (double)bytes / (c->m->reduceGBs * 1e3) * c->m->cpuShare;
@@ -154,18 +155,18 @@ collSliceCost collCostSlice(const collTuneModel* m, const collTuneLayout* l, col
     if (!moved && remaining) ok = 0; /* deadlock: the checker would fail it too */
   }
   if (ok) {
-    long ends = 0;
+    double cpuSum = 0;
     for (int r = 0; r < n; r++) {
       const simRank* R = &c.rk[r];
       double e = R->start[R->s.nphases > 0 ? R->s.nphases : 0];
       if (e > out.makespanUs) out.makespanUs = e;
       if (R->busyBw > out.bwUs) out.bwUs = R->busyBw;
       if (R->busyLat > out.latUs) out.latUs = R->busyLat;
-      ends += R->ends;
+      cpuSum += R->cpuUs;
     }
     if (m->cpuShare > 1.0) {
       /* the node's cores must run every transfer end's wake-up and overhead */
-      double cpu = (double)ends / n * m->cpuShare * (m->wakeUs / 2 + m->stepUs);
+      double cpu = cpuSum / n * m->cpuShare;
       if (cpu > out.makespanUs) out.makespanUs = cpu;
       if (cpu > out.bwUs) out.bwUs = cpu;
     }
