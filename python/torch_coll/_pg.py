@@ -776,9 +776,47 @@ class ProcessGroupColl(_ProcessGroup):
     def allreduce(self, tensors, opts=None):
         t = self._one(tensors, "allreduce")
         op = _opt(opts, "reduceOp", dist.ReduceOp.SUM)
+        if isinstance(t, torch.Tensor) and t.layout == torch.sparse_coo:
+            return self._sparse_allreduce(t, op)
         outs, keep = _Outs(self), []
         issue = self._issue_allreduce(t, op, "allreduce", outs, keep, None)
         return self._submit(issue, list(tensors), outs.finish, keep)
+
+    def allreduce_sparse(self, tensors, opts=None):  # torch 2.x routes sparse tensors here
+        return self._sparse_allreduce(self._one(tensors, "allreduce_sparse"),
+                                      _opt(opts, "reduceOp", dist.ReduceOp.SUM))
+
+    def _sparse_allreduce(self, t, op):
+        """SUM of sparse COO tensors, as gloo does it: every rank's indices and
+        values are all-gathered (padded to the largest nnz), then summed
+        (coalesced) and copied into t.  Synchronous: the Work returned is done."""
+        what = "allreduce (sparse)"
+        if _op_name(op) != "SUM":
+            raise RuntimeError("coll: %s: only SUM is supported for sparse tensors (got %s)" % (what, _op_name(op)))
+        if t.device.type != "cpu":
+            raise RuntimeError("coll: %s: only CPU tensors are supported (got %s)" % (what, t.device))
+        src = t.coalesce()
+        idx, val = src._indices().contiguous(), src._values().contiguous()
+        nnz = torch.tensor([idx.shape[1]], dtype=torch.int64)
+        nnzs = [torch.zeros(1, dtype=torch.int64) for _ in range(self._size)]
+        self.allgather([nnzs], [nnz]).wait()
+        counts = [int(n.item()) for n in nnzs]
+        m = max(counts)
+        pidx = torch.zeros((idx.shape[0], m), dtype=idx.dtype)
+        pidx[:, :idx.shape[1]] = idx
+        pval = torch.zeros((m,) + tuple(val.shape[1:]), dtype=val.dtype)
+        pval[:val.shape[0]] = val
+        gidx = [torch.empty_like(pidx) for _ in range(self._size)]
+        gval = [torch.empty_like(pval) for _ in range(self._size)]
+        self.allgather([gidx], [pidx]).wait()
+        self.allgather([gval], [pval]).wait()
+        all_idx = torch.cat([g[:, :n] for g, n in zip(gidx, counts)], dim=1)
+        all_val = torch.cat([g[:n] for g, n in zip(gval, counts)], dim=0)
+        out = torch.sparse_coo_tensor(all_idx, all_val, t.shape, dtype=t.dtype).coalesce()
+        t.copy_(out)
+        fut = torch.futures.Future()
+        fut.set_result([t])
+        return CollWork(fut, self._eng)
 
     def allreduce_coalesced(self, tensors, opts=None):
         op = _opt(opts, "reduceOp", dist.ReduceOp.SUM)
@@ -1258,8 +1296,23 @@ class ProcessGroupColl(_ProcessGroup):
 
     all_to_all = alltoall
 
-    def monitored_barrier(self, opts=None, wait_all_ranks=False):
-        return self.barrier(opts)
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        """As gloo's: blocks until every rank arrived, or raises RuntimeError
+        once timeout (a timedelta or seconds; 0 expires at once) has passed.
+        coll cannot tell which ranks are missing; wait_all_ranks is accepted and
+        ignored.  On timeout the barrier stays queued on this group."""
+        work = self.barrier()
+        if timeout is None:
+            work.wait()
+            return
+        secs = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
+        if not work._fut.done():
+            ev = threading.Event()
+            work._fut.add_done_callback(lambda f: ev.set())
+            if not ev.wait(max(0.0, secs)):
+                raise RuntimeError("Rank %d timed out in monitoredBarrier after %d ms (coll cannot tell which "
+                                   "ranks did not arrive)" % (self._rank, int(secs * 1000)))
+        work.wait()
 
 
 # ---------------------------------------------------------------------------

@@ -43,6 +43,7 @@ run() {  # run SECONDS FILE
 run 90 test_errors.py
 run 150 test_ops.py
 run 120 test_ddp.py
+run 120 test_fsdp.py
 run 120 test_example.py
 [ -n "$names" ] && echo "failed:$names"
 echo "torch: $passed passed, $failed failed"

@@ -2,6 +2,8 @@
 * a peer that dies mid-job ends every other rank's wait() with a RuntimeError
   carrying coll's message, within the deadline, instead of hanging;
 * async_op=True returns before the data moved, and wait() completes it;
+* group.monitored_barrier(timeout) raises on the timeout (gloo's message);
+* all_reduce(SUM) of sparse COO tensors works (as with gloo);
 * unsupported requests (bitwise ops, any-source receive unless
   COLL_TORCH_ANY_SOURCE=1) raise at once; with it, any-source receives work.
 Run: /usr/bin/python3 tests/torch/test_errors.py"""
@@ -70,7 +72,52 @@ def async_refuse_any_worker(rank, ws, backend):
     os.environ["COLL_TORCH_ANY_SOURCE"] = "1"  # read when a group is created: on for this group only
     g = dist.new_group(list(range(ws)))
     c = any_source_worker(rank, ws, backend, g)
-    return a, b, c
+    d = monitored_worker(rank, ws, backend)
+    d.update(sparse_worker(rank, ws, backend))
+    return a, b, c, d
+
+
+def sparse_worker(rank, ws, backend):
+    """all_reduce(SUM) of sparse COO tensors with a different nnz on every rank
+    (gloo supports it; coll all-gathers indices and values) equals the dense sum."""
+    import torch
+    import torch.distributed as dist
+    g = torch.Generator().manual_seed(7)
+    dense = [torch.zeros(6, 3) for _ in range(ws)]
+    for r in range(ws):
+        for _ in range(r + 2):
+            dense[r][torch.randint(6, (1,), generator=g).item()] = torch.randn(3, generator=g)
+    t = dense[rank].to_sparse(1)
+    dist.all_reduce(t)
+    return {"sparse_is_sparse": t.is_sparse, "sparse_equal": torch.allclose(t.to_dense(), sum(dense), atol=1e-6)}
+
+
+def monitored_worker(rank, ws, backend):
+    """group.monitored_barrier(timeout) (what gloo offers; dist.monitored_barrier itself
+    refuses every backend but gloo): passes when all ranks arrive; alone on rank 0 it
+    raises after the timeout, and the group still works once the others arrive."""
+    import datetime
+    import torch
+    import torch.distributed as dist
+    g = dist.new_group(list(range(ws)))
+    out = {}
+    g.monitored_barrier(datetime.timedelta(seconds=60))
+    out["all"] = "passed"
+    if rank == 0:
+        t0 = time.time()
+        try:
+            g.monitored_barrier(datetime.timedelta(seconds=0.5))
+            out["alone"] = "no error"
+        except RuntimeError as e:
+            out["alone"] = str(e)
+        out["alone_s"] = time.time() - t0
+    dist.barrier()
+    if rank != 0:
+        g.barrier().wait()  # the one rank 0 left behind
+    t = torch.ones(2)
+    dist.all_reduce(t, group=g)
+    out["after"] = t.tolist()
+    return out
 
 
 def refuse_worker(rank, ws, backend):
@@ -159,6 +206,15 @@ class TestErrors(unittest.TestCase):
         for s in (1, 2):  # each source's messages arrive in order
             self.assertEqual([v for r, v in got[:4] if r == s], [10.0 * s, 10.0 * s + 1], got)
         self.assertEqual(got[4], (1, 99.0))
+        # monitored_barrier
+        mon = [b[3] for b in both]
+        for r, m in enumerate(mon):
+            self.assertEqual(m["all"], "passed", m)
+            self.assertEqual(m["after"], [3.0, 3.0], m)
+        self.assertIn("Rank 0 timed out in monitoredBarrier", mon[0]["alone"], mon[0])
+        self.assertLess(mon[0]["alone_s"], 30, mon[0])
+        for m in mon:
+            self.assertTrue(m["sparse_is_sparse"] and m["sparse_equal"], m)
 
 
 if __name__ == "__main__":

@@ -65,6 +65,13 @@ def torchrun(backend, nproc=3, timeout=150):
         # torch 1.13's torchrun on Python 3.11 fails with the default --redirects/--tee 0
         # (Std.from_str returns None for flag value 0): ask for stdout explicitly
         cmd += ["--redirects", "1", "--tee", "1"]
+        # torch 1.13's --standalone always puts the rendezvous store on port 29400: the
+        # second of two concurrent jobs becomes a client of the first one's store and
+        # fails with "Broken pipe" when that job ends.  A free port of its own instead.
+        import uuid
+        cmd = [c for c in cmd if c != "--standalone"]
+        cmd[3:3] = ["--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:%d" % harness.free_port(),
+                    "--rdzv_id", str(uuid.uuid4()), "--nnodes", "1"]
     cmd += [os.path.join(harness.REPO, "examples", "ddp_train.py"), "--backend", backend]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, text=True,
                        env=dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1",
