@@ -33,7 +33,9 @@ static void collRunQueued(collComm_t comm) {
   if (r != collSuccess && w->stream->error == collSuccess) w->stream->error = r;
   w->stream->pending--;
   comm->qbusy--;
-  pthread_cond_broadcast(&comm->qdone);
+  /* waiters wait for a stream or the whole queue to empty: waking them per
+   * item would put an extra thread on the cores at every item */
+  if (w->stream->pending == 0 || comm->qbusy == 0) pthread_cond_broadcast(&comm->qdone);
   if (comm->qhead) pthread_cond_signal(&comm->qcond); /* the next item, for the progress thread */
   free(w->ops);
   free(w);
