@@ -23,6 +23,9 @@
 #    warm-up calls, a barrier, -n timed calls; time = total / n, max over
 #    ranks (coll: -a 3); sizes are banded: every library gets the same
 #    -w/-n for the same size (defaults below);
+#  * blocking calls for everyone: coll runs on the NULL stream (-y 1: the
+#    call runs on the caller's thread and returns when done), as
+#    MPI_Allreduce and Gloo's run() do;
 #  * out-of-place and in-place are both reported. MPI uses MPI_IN_PLACE.
 #    Gloo's classic algorithms and torch's all_reduce work in place; their
 #    out-of-place column is memcpy + the in-place call (what a user pays for
@@ -196,7 +199,7 @@ coll_cmds() {  # coll np check -> lines of arguments
           done
         fi
       fi
-      echo "-np $2 -b $b0 -e $e0 -f $f0 -w $w -n $n -c $3 -a 3 -d float -o sum"
+      echo "-np $2 -b $b0 -e $e0 -f $f0 -w $w -n $n -c $3 -a 3 -d float -o sum -y 1"
       i=$j
     done
   done

@@ -140,7 +140,10 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
                                                                                                    : COLL_NET_INTER;
   int64_t spin = collParamInt(COLL_PARAM_SPIN);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  comm->spinUs = spin >= 0 ? (int)spin : (comm->kernelRanks > cores ? 0 : 1000);
+  /* more ranks than cores: wait with sched_yield() (a peer that has work gets
+   * the core at once) instead of spinning, then sleep as usual */
+  comm->yieldWait = spin < 0 && comm->kernelRanks > cores;
+  comm->spinUs = spin >= 0 ? (int)spin : 1000;
   comm->conns = calloc((size_t)comm->maxChannels * (size_t)n, sizeof(collConn));
   comm->channels = calloc((size_t)comm->maxChannels, sizeof(collChannel));
   if (!comm->conns || !comm->channels) return collSetError(collSystemError, "init: out of memory");

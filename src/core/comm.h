@@ -80,6 +80,7 @@ struct collComm {
   int kernelRanks; /* ranks on this kernel, >= localRanks: emulated nodes (network
                       namespaces, containers, COLL_HOSTID) share the cores */
   int spinUs;      /* polling time before sleeping, see COLL_SPIN_US */
+  int yieldWait;   /* oversubscribed: sched_yield() between polls while spinning */
   int checkCalls;  /* COLL_CHECK: verify call signatures across ranks */
   size_t chunkBytes;
   volatile int abortFlag;

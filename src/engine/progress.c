@@ -10,6 +10,7 @@ void collIdleInit(collComm_t comm, collIdle* w) {
   w->idle = 0;
   w->spinSec = comm->spinUs * 1e-6;
   w->sleeping = comm->spinUs <= 0;
+  w->yield = comm->yieldWait;
   w->idleSince = 0;
   w->deadline = comm->timeoutSec > 0 ? collTimeNow() + comm->timeoutSec : 0;
   w->nfds = 0;
@@ -59,8 +60,9 @@ collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const ch
     return collSuccess;
   }
   ++w->idle;
-  /* while spinning, the clock (~60 ns on a VM) is read every 64th idle step */
-  if (w->sleeping || (w->idle & 63) == 0) {
+  /* while spinning, the clock (~60 ns on a VM) is read every 64th idle step
+   * (every step when yielding: a yield may last a time slice) */
+  if (w->sleeping || w->yield || (w->idle & 63) == 0) {
     double now = collTimeNow();
     if (w->idleSince == 0) w->idleSince = now;
     else if (now - w->idleSince > w->spinSec) w->sleeping = 1;
@@ -71,6 +73,7 @@ collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const ch
     }
   }
   if (w->sleeping) collIdleSleep(w);
+  else if (w->yield) sched_yield();
   w->nfds = 0;
   return collSuccess;
 }

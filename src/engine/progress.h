@@ -14,6 +14,7 @@
 typedef struct {
   int idle;
   int sleeping;      /* the spin time is over: sleep on every idle step */
+  int yield;         /* sched_yield() on every idle step while spinning */
   double spinSec;    /* COLL_SPIN_US in seconds */
   double idleSince;  /* when the current idle stretch began (0: not read yet) */
   double deadline;

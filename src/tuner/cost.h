@@ -22,10 +22,12 @@
  * term (copies, reductions, step overheads, shm transfers) by cpuShare and
  * adds wakeUs to each message latency (a waiting rank sleeps instead of
  * spinning and must be scheduled again); and the node's cores must run every
- * transfer end: M and W are at least cpuShare x the mean over ranks of
- * the sum over their transfer ends of (stepUs + wakeUs / 2, plus lat / 2
- * for a socket path, whose latency is mostly kernel CPU time on the same
- * cores). On 8 ranks over 2 cores this is what makes a
+ * transfer end: with C = cpuShare x the mean over ranks of the sum over
+ * their transfer ends of (stepUs + wakeUs / 2, plus lat / 2 for a socket
+ * path, whose latency is mostly kernel CPU time on the same cores),
+ * M becomes max(M, C) + min(M, C) / 2 (the other ranks' work delays the
+ * critical path; fitted to 8 B all-reduce on 4 and 8 ranks over 2 cores)
+ * and W at least C. On 8 ranks over 2 cores this is what makes a
  * one-shot all-reduce (56 messages) slower than a ring (28 messages carry
  * data at 8 bytes) although its critical path is one message long.
  * Steps that move 0 elements are no-ops in the engine and cost nothing here.

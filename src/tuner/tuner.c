@@ -33,6 +33,8 @@ typedef struct {
   collTuneChoice c;
   const char* forcedName; /* last COLL_ALGO name seen here, and its row */
   const collAlgo* forcedAlgo;
+  size_t forcedChunk; /* the forced row's own cheapest chunk and channel count */
+  int forcedNch;
 } tuneEntry;
 
 struct collTunerState {
@@ -219,8 +221,17 @@ collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDat
     if (forcedAlgo != e->forcedName) { /* COLL_ALGO names are static strings: look up once */
       e->forcedAlgo = collAlgoFind(fn, forcedAlgo);
       e->forcedName = e->forcedAlgo ? forcedAlgo : NULL;
+      if (e->forcedAlgo) {
+        double us;
+        priceAlgo(comm, e->forcedAlgo, fn, bucketCount(bucketOf(count * esize), esize), esize, &us, &e->forcedChunk,
+                  &e->forcedNch);
+      }
     }
     out->algo = e->forcedAlgo;
+    if (out->algo && out->algo != e->c.algo) {
+      out->chunkBytes = e->forcedChunk;
+      out->nchannels = e->forcedNch;
+    }
   }
   if (!out->algo)
     return collSetError(collInvalidArgument, "no algorithm %s for %s (COLL_ALGO)", forcedAlgo ? forcedAlgo : "(default)",
