@@ -42,6 +42,11 @@ typedef struct {
   char* staging;       /* RECV_REDUCE landing area */
   size_t stagingBytes;
   collSched sched;
+  /* what sched was built from (schedules are pure functions of these): a
+   * repeated call reuses it instead of rebuilding */
+  const void* schedAlgo;
+  collSchedArgs schedArgs;
+  int schedPerm, schedValid;
   void* stepState;     /* engine-private per-step state */
   int stepStateCap;
 } collChannel;

@@ -70,10 +70,21 @@ static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, co
   int pc = x->algo->nodeAware || x->op->fn == COLL_FN_SEND || x->op->fn == COLL_FN_RECV ? 0 : c;
   collSchedArgs a = {x->op->fn, comm->nranks, comm->rank, x->op->root, run->sliceCount, x->inPlace,
                      comm->rankNode, comm->nnodes};
-  collSchedReset(&ch->sched);
-  collResult_t r = collSchedBuildChannel(x->algo->build, &a, pc, &ch->sched);
-  if (r != collSuccess) return collSetError(r, "engine: algorithm %s failed to build a schedule", x->algo->name);
+  const collSchedArgs* b = &ch->schedArgs;
+  if (!ch->schedValid || ch->schedAlgo != (const void*)x->algo || ch->schedPerm != pc || b->fn != a.fn ||
+      b->nranks != a.nranks || b->rank != a.rank || b->root != a.root || b->count != a.count ||
+      b->inPlace != a.inPlace || b->rankNode != a.rankNode || b->nnodes != a.nnodes) {
+    ch->schedValid = 0;
+    collSchedReset(&ch->sched);
+    collResult_t e = collSchedBuildChannel(x->algo->build, &a, pc, &ch->sched);
+    if (e != collSuccess) return collSetError(e, "engine: algorithm %s failed to build a schedule", x->algo->name);
+    ch->schedAlgo = x->algo;
+    ch->schedArgs = a;
+    ch->schedPerm = pc;
+    ch->schedValid = 1;
+  }
   collSched* s = &ch->sched;
+  collResult_t r;
   if (s->nsteps > ch->stepStateCap) {
     void* n = realloc(ch->stepState, sizeof(collStepState) * (size_t)s->nsteps);
     if (!n) return collSetError(collSystemError, "engine: out of memory");
