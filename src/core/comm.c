@@ -12,6 +12,7 @@
 
 #include "core/core.h"
 #include "engine/engine.h"
+#include "engine/mailbox.h"
 #include "misc/log.h"
 #include "misc/param.h"
 #include "core/net.h"
@@ -149,6 +150,7 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
   if (!comm->conns || !comm->channels) return collSetError(collSystemError, "init: out of memory");
   comm->commHash = id->secret;
   if ((r = collTunerInit(comm)) != collSuccess) return r;
+  if ((r = collMailboxInit(comm)) != collSuccess) return r;
   if (comm->rank == 0) collParamDump();
   collNetProperties_t props;
   comm->nets[COLL_NET_INTER]->getProperties(comm->netDev, &props);
@@ -171,6 +173,7 @@ typedef struct {
 static void collCommFreeResources(collComm_t comm) {
   collStreamsShutdown(comm);
   collEngineFree(comm);
+  collMailboxFree(comm);
   collTunerFree(comm);
   for (int k = 0; k < COLL_NET_KINDS; k++)
     if (comm->listenComms[k]) comm->nets[k]->closeListen(comm->listenComms[k]);

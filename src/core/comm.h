@@ -76,6 +76,7 @@ struct collComm {
   int nnodes, node, localRank;
   struct collTopo* topo; /* hwloc summaries of every rank, link classes (src/topo) */
   struct collTunerState* tuner; /* cost model inputs, plugin, decision cache (src/tuner) */
+  struct collMailbox* mailbox;  /* one-shot small collectives inside a node (engine/mailbox.h); NULL: none */
   int nchannels;    /* default channel count (point-to-point striping) */
   int maxChannels;  /* channels the tuner may use; conns/channels size */
   collConn* conns; /* [maxChannels * nranks] */

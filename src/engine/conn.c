@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "engine/mailbox.h"
 #include "misc/log.h"
 #include "misc/socket.h"
 
@@ -168,6 +169,7 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
 }
 
 void collEngineCloseConns(collComm_t comm) {
+  collMailboxMarkFailed(comm);
   if (!comm->conns || !comm->peerKind) return;
   for (int i = 0; i < comm->maxChannels * comm->nranks; i++) {
     const collNet_v1_t* net = collPeerNet(comm, i % comm->nranks);

@@ -13,6 +13,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/patterns/renumber.h"
+#include "engine/mailbox.h"
 #include "engine/progress.h"
 #include "misc/log.h"
 #include "reduce/reduce.h"
@@ -245,6 +246,7 @@ static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
   x.esize = collTypeSize(op->dtype);
   x.blockCount = op->count;
   if (x.blockCount == 0) return collSuccess;
+  if (collMailboxFits(comm, op)) return collMailboxRun(comm, op);
   collTuneChoice tune;
   collResult_t tr = collTunerChoose(comm, op->fn, op->count, op->dtype, op->algo, &tune);
   if (tr != collSuccess) return tr;

@@ -1,7 +1,12 @@
 /* progress.c - spin-then-poll waiting, deadlines and abort for executors. */
 #include "engine/progress.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "misc/log.h"
 #include "misc/socket.h"
@@ -14,6 +19,13 @@ void collIdleInit(collComm_t comm, collIdle* w) {
   w->idleSince = 0;
   w->deadline = comm->timeoutSec > 0 ? collTimeNow() + comm->timeoutSec : 0;
   w->nfds = 0;
+  w->futexWord = NULL;
+}
+
+void collIdleFutex(collIdle* w, _Atomic uint32_t* word, uint32_t val, _Atomic int32_t* sleepers) {
+  w->futexWord = word;
+  w->futexVal = val;
+  w->futexSleepers = sleepers;
 }
 
 void collIdleAdd(collIdle* w, const collNet_v1_t* net, void* netComm, short events) {
@@ -24,8 +36,18 @@ void collIdleAdd(collIdle* w, const collNet_v1_t* net, void* netComm, short even
   w->nfds++;
 }
 
-/* Sleeps in poll() on the fds of what is pending (at most 5 ms). */
+/* Sleeps on the futex word, or in poll() on the fds of what is pending (at
+ * most 5 ms either way). */
 static void collIdleSleep(collIdle* w) {
+  if (w->futexWord) {
+    atomic_fetch_add(w->futexSleepers, 1); /* seq_cst: before the re-read below */
+    if (atomic_load(w->futexWord) == w->futexVal) {
+      struct timespec ts = {0, 5 * 1000 * 1000};
+      syscall(SYS_futex, w->futexWord, FUTEX_WAIT, w->futexVal, &ts, NULL, 0);
+    }
+    atomic_fetch_sub(w->futexSleepers, 1);
+    return;
+  }
   int n = 0;
   for (int i = 0; i < w->nfds; i++) {
     int fd = -1;
@@ -57,6 +79,7 @@ collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const ch
     w->idleSince = 0;
     w->sleeping = w->spinSec <= 0;
     w->nfds = 0;
+    w->futexWord = NULL;
     return collSuccess;
   }
   ++w->idle;
@@ -75,5 +98,6 @@ collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const ch
   if (w->sleeping) collIdleSleep(w);
   else if (w->yield) sched_yield();
   w->nfds = 0;
+  w->futexWord = NULL;
   return collSuccess;
 }

@@ -3,6 +3,8 @@
 #define COLL_PROGRESS_H_
 
 #include <poll.h>
+#include <stdatomic.h>
+#include <stdint.h>
 
 #include "engine/engine.h"
 
@@ -24,11 +26,18 @@ typedef struct {
   void* comms[COLL_MAX_POLLFDS];
   struct pollfd fds[COLL_MAX_POLLFDS];
   int nfds;
+  /* or a 32-bit word in shared memory to sleep on while it holds futexVal;
+   * the sleeper counts itself in *futexSleepers (see mailbox.c) */
+  _Atomic uint32_t* futexWord;
+  uint32_t futexVal;
+  _Atomic int32_t* futexSleepers;
 } collIdle;
 
 void collIdleInit(collComm_t comm, collIdle* w);
 /* Adds a transport comm's fd for POLLIN (recv) or POLLOUT (send). */
 void collIdleAdd(collIdle* w, const collNet_v1_t* net, void* netComm, short events);
+/* Sleep on a futex word instead of fds (this step only, like collIdleAdd). */
+void collIdleFutex(collIdle* w, _Atomic uint32_t* word, uint32_t val, _Atomic int32_t* sleepers);
 /* Call once per loop iteration. Returns collSuccess to continue. */
 collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const char* what, int waitPeer);
 /* Records a failure on the comm (aborting it) and returns r. */

@@ -1,0 +1,306 @@
+/*
+ * mailbox.c - the shared-memory mailbox for small collectives (mailbox.h).
+ *
+ * Segment: one header line (the count of ranks asleep on a slot's sequence
+ * word), one line per rank (its failed flag), then per rank two slots of one
+ * header line {seq, signature} and COLL_MAILBOX_BYTES of data. The segment is
+ * created by rank 0, opened by the others and unlinked as soon as every rank
+ * mapped it, so a crash leaves nothing in /dev/shm.
+ *
+ * Waiting follows the engine's rules (progress.h): spin for COLL_SPIN_US
+ * (yielding when the machine is oversubscribed), then sleep on the awaited
+ * sequence word with a futex, at most 5 ms at a time. A publisher wakes the
+ * word only when some rank sleeps (the sleeper counts itself in, seq_cst,
+ * before it re-reads the word; the publisher stores the word, seq_cst, before
+ * it reads the count: one of them sees the other). While asleep a waiter
+ * checks the awaited peer's failed flag and, through a pidfd, whether its
+ * process exited: a dead peer becomes collRemoteError in milliseconds.
+ */
+#include "engine/mailbox.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/progress.h"
+#include "misc/log.h"
+#include "misc/param.h"
+#include "reduce/reduce.h"
+
+#define MB_LINE 64
+#define MB_MAX_RANKS 64
+
+typedef struct {
+  _Atomic uint32_t seq; /* the last call published in this slot (futex word) */
+  uint32_t fn, dtype, op;
+  int32_t root;
+  uint32_t pad;
+  uint64_t count;
+} mbSlotHdr;
+
+struct collMailbox {
+  char* base;
+  size_t mapBytes, slotBytes, slotStride;
+  uint32_t seq; /* calls run through the mailbox so far */
+  int* pidfds;  /* [nranks], -1 where none */
+};
+
+static _Atomic int32_t* mbSleepers(const struct collMailbox* m) { return (_Atomic int32_t*)m->base; }
+static _Atomic uint32_t* mbFailed(const struct collMailbox* m, int r) {
+  return (_Atomic uint32_t*)(m->base + MB_LINE * (size_t)(1 + r));
+}
+static mbSlotHdr* mbSlot(const struct collMailbox* m, int nranks, int r, int parity) {
+  return (mbSlotHdr*)(m->base + MB_LINE * (size_t)(1 + nranks) + m->slotStride * (size_t)(2 * r + parity));
+}
+static char* mbData(mbSlotHdr* s) { return (char*)s + MB_LINE; }
+
+/* ---- setup ----------------------------------------------------------------- */
+typedef struct {
+  int64_t slotBytes; /* 0: this rank cannot or will not use a mailbox */
+  uint64_t pidNs;    /* pid namespace inode: pids (pidfds) must mean the same process */
+  int32_t ok;
+  char name[64];
+} mbHello;
+
+static uint64_t mbPidNs(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+static void mbUnmap(struct collMailbox* m, int nranks) {
+  if (m->pidfds)
+    for (int r = 0; r < nranks; r++)
+      if (m->pidfds[r] >= 0) close(m->pidfds[r]);
+  free(m->pidfds);
+  if (m->base && m->base != MAP_FAILED) munmap(m->base, m->mapBytes);
+  free(m);
+}
+
+/* Every rank contributes h; returns 1 when every rank's ok is set. */
+static collResult_t mbAgree(collComm_t comm, mbHello* h, mbHello* all, int* allOk) {
+  memcpy(&all[comm->rank], h, sizeof *h);
+  collResult_t r = collBootAllGather(&comm->boot, all, sizeof *h);
+  if (r != collSuccess) return r;
+  *allOk = 1;
+  for (int i = 0; i < comm->nranks; i++) *allOk &= all[i].ok != 0;
+  return collSuccess;
+}
+
+collResult_t collMailboxInit(collComm_t comm) {
+  int n = comm->nranks, me = comm->rank;
+  comm->mailbox = NULL;
+  int eligible = n >= 2 && n <= MB_MAX_RANKS && comm->nnodes == 1 && comm->nets[COLL_NET_INTRA] != NULL;
+  for (int i = 0; i < n && eligible; i++) eligible = comm->peers[i].hasIntra != 0;
+  if (!eligible) return collSuccess; /* the same on every rank: all inputs came from the allgather */
+  mbHello* all = calloc((size_t)n, sizeof(mbHello));
+  struct collMailbox* m = calloc(1, sizeof *m);
+  if (!all || !m) {
+    free(all);
+    free(m);
+    return collSetError(collSystemError, "init: out of memory");
+  }
+  /* round 1: the slot size every rank accepts, and one pid namespace */
+  mbHello h = {collParamInt(COLL_PARAM_MAILBOX_BYTES), mbPidNs(), 1, ""};
+  int ok;
+  collResult_t r = mbAgree(comm, &h, all, &ok);
+  int64_t slot = h.slotBytes;
+  for (int i = 0; i < n && r == collSuccess; i++) {
+    if (all[i].slotBytes < slot) slot = all[i].slotBytes;
+    if (all[i].pidNs != all[0].pidNs || all[i].pidNs == 0) slot = 0;
+  }
+  if (r != collSuccess || slot <= 0) goto done;
+  m->slotBytes = (size_t)slot;
+  m->slotStride = MB_LINE + ((m->slotBytes + MB_LINE - 1) / MB_LINE) * MB_LINE;
+  m->mapBytes = MB_LINE * (size_t)(1 + n) + m->slotStride * 2 * (size_t)n;
+  /* round 2: rank 0 creates the segment and names it */
+  int fd = -1;
+  memset(&h, 0, sizeof h);
+  if (me == 0) {
+    snprintf(h.name, sizeof h.name, "/coll-mbox-%016llx-%d", (unsigned long long)comm->commHash, (int)getpid());
+    fd = shm_open(h.name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    h.ok = fd >= 0 && ftruncate(fd, (off_t)m->mapBytes) == 0;
+  } else {
+    h.ok = 1;
+  }
+  r = mbAgree(comm, &h, all, &ok);
+  if (r == collSuccess && ok) {
+    if (me != 0) fd = shm_open(all[0].name, O_RDWR, 0600);
+    m->base = fd >= 0 ? mmap(NULL, m->mapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+  }
+  if (fd >= 0) close(fd);
+  /* round 3: everyone mapped it (then it can go from /dev/shm) */
+  h.ok = m->base != NULL && m->base != MAP_FAILED;
+  if (r == collSuccess) r = mbAgree(comm, &h, all, &ok);
+  if (me == 0 && all[0].name[0]) shm_unlink(all[0].name);
+  if (r != collSuccess || !ok) goto done;
+  m->pidfds = malloc(sizeof(int) * (size_t)n);
+  if (!m->pidfds) {
+    r = collSetError(collSystemError, "init: out of memory");
+    goto done;
+  }
+  for (int i = 0; i < n; i++)
+    m->pidfds[i] = i == me ? -1 : (int)syscall(SYS_pidfd_open, (pid_t)comm->peers[i].pid, 0);
+  comm->mailbox = m;
+  m = NULL;
+  COLL_INFO(COLL_SUB_INIT, "rank %d: shm mailbox for calls up to %lld bytes per rank (%zu bytes mapped)", me,
+            (long long)slot, comm->mailbox->mapBytes);
+done:
+  if (m) mbUnmap(m, n);
+  free(all);
+  return r;
+}
+
+void collMailboxFree(collComm_t comm) {
+  if (!comm->mailbox) return;
+  mbUnmap(comm->mailbox, comm->nranks);
+  comm->mailbox = NULL;
+}
+
+void collMailboxMarkFailed(collComm_t comm) {
+  struct collMailbox* m = comm->mailbox;
+  if (!m) return;
+  atomic_store(mbFailed(m, comm->rank), 1);
+  for (int p = 0; p < 2; p++) /* waiters sleep on one of our sequence words */
+    syscall(SYS_futex, &mbSlot(m, comm->nranks, comm->rank, p)->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* ---- one call ---------------------------------------------------------------- */
+/* Bytes rank `rank` publishes for op (0 for a broadcast's non-roots). */
+static size_t mbPublished(const collOp* op, int nranks, int rank) {
+  size_t b = op->count * collTypeSize(op->dtype);
+  switch (op->fn) {
+    case COLL_FN_ALLREDUCE:
+    case COLL_FN_ALLGATHER:
+    case COLL_FN_REDUCE:
+      return b;
+    case COLL_FN_REDUCESCATTER:
+      return b * (size_t)nranks;
+    case COLL_FN_BROADCAST:
+      return rank == op->root ? b : 0;
+    default:
+      return SIZE_MAX;
+  }
+}
+
+int collMailboxFits(collComm_t comm, const collOp* op) {
+  const struct collMailbox* m = comm->mailbox;
+  if (!m || (op->algo && strcasecmp(op->algo, "direct") != 0)) return 0;
+  size_t b = mbPublished(op, comm->nranks, op->root); /* the root publishes the most */
+  return b != SIZE_MAX && b <= m->slotBytes;
+}
+
+static int mbPeerExited(const struct collMailbox* m, int r) {
+  struct pollfd p = {m->pidfds[r], POLLIN, 0};
+  return p.fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+/* Waits until every peer published call seq in slot parity p. */
+static collResult_t mbWaitAll(collComm_t comm, struct collMailbox* m, uint32_t seq, int p, const char* what) {
+  collIdle w;
+  collIdleInit(comm, &w);
+  int n = comm->nranks;
+  for (int r = 0; r < n;) {
+    if (r == comm->rank) {
+      r++;
+      continue;
+    }
+    _Atomic uint32_t* word = &mbSlot(m, n, r, p)->seq;
+    uint32_t v = atomic_load_explicit(word, memory_order_acquire);
+    if ((int32_t)(v - seq) >= 0) {
+      r++;
+      continue;
+    }
+    if (w.sleeping && (atomic_load(mbFailed(m, r)) || mbPeerExited(m, r)))
+      return collSetError(collRemoteError, "rank %d: %s: rank %d (%s, pid %d) %s", comm->rank, what, r,
+                          collCommPeerHost(comm, r), (int)comm->peers[r].pid,
+                          atomic_load(mbFailed(m, r)) ? "failed" : "exited");
+    collIdleFutex(&w, word, v, mbSleepers(m));
+    collResult_t e = collIdleStep(comm, &w, 0, what, r);
+    if (e != collSuccess) return e;
+  }
+  return collSuccess;
+}
+
+static const char* mbFnName(uint32_t fn) {
+  static const char* names[] = {"all-reduce", "all-gather", "reduce-scatter", "broadcast", "reduce"};
+  return fn < sizeof names / sizeof names[0] ? names[fn] : "?";
+}
+
+/* Every peer's signature must equal ours (the engine's size check, stricter). */
+static collResult_t mbCheckSignatures(collComm_t comm, struct collMailbox* m, const mbSlotHdr* mine, int p) {
+  for (int r = 0; r < comm->nranks; r++) {
+    const mbSlotHdr* s = mbSlot(m, comm->nranks, r, p);
+    if (s->fn == mine->fn && s->count == mine->count && s->dtype == mine->dtype && s->op == mine->op &&
+        s->root == mine->root)
+      continue;
+    return collSetError(collInvalidUsage,
+                        "rank %d: ranks called different collectives: this rank %s count %llu %s %s root %d, "
+                        "rank %d %s count %llu %s %s root %d",
+                        comm->rank, mbFnName(mine->fn), (unsigned long long)mine->count,
+                        collTypeName((collDataType_t)mine->dtype), collOpName((collRedOp_t)mine->op), mine->root, r,
+                        mbFnName(s->fn), (unsigned long long)s->count, collTypeName((collDataType_t)s->dtype),
+                        collOpName((collRedOp_t)s->op), s->root);
+  }
+  return collSuccess;
+}
+
+/* out = slot[0] op slot[1] op ... in rank order, from byte offset off. */
+static void mbReduceAll(struct collMailbox* m, int n, int p, size_t off, collReduceFn fn, void* out, size_t count) {
+  fn(out, mbData(mbSlot(m, n, 0, p)) + off, mbData(mbSlot(m, n, 1, p)) + off, count);
+  for (int r = 2; r < n; r++) fn(out, out, mbData(mbSlot(m, n, r, p)) + off, count);
+}
+
+collResult_t collMailboxRun(collComm_t comm, const collOp* op) {
+  struct collMailbox* m = comm->mailbox;
+  int n = comm->nranks, me = comm->rank;
+  uint32_t seq = ++m->seq;
+  int p = (int)(seq & 1);
+  size_t es = collTypeSize(op->dtype), bytes = op->count * es;
+  mbSlotHdr* mine = mbSlot(m, n, me, p);
+  size_t pub = mbPublished(op, n, me);
+  if (pub) memcpy(mbData(mine), op->sendbuff, pub);
+  mine->fn = (uint32_t)op->fn;
+  mine->dtype = (uint32_t)op->dtype;
+  mine->op = (uint32_t)op->op;
+  mine->root = op->fn == COLL_FN_BROADCAST || op->fn == COLL_FN_REDUCE ? op->root : 0;
+  mine->count = op->count;
+  atomic_store(&mine->seq, seq); /* seq_cst: ordered before the sleepers load */
+  if (atomic_load(mbSleepers(m)) > 0) syscall(SYS_futex, &mine->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+  collResult_t r = mbWaitAll(comm, m, seq, p, mbFnName((uint32_t)op->fn));
+  if (r == collSuccess) r = mbCheckSignatures(comm, m, mine, p);
+  if (r != collSuccess) return collEngineFail(comm, r);
+  collReduceFn red = collReduceGetFn(op->dtype, op->op);
+  int result = 1;
+  switch (op->fn) {
+    case COLL_FN_ALLREDUCE:
+      mbReduceAll(m, n, p, 0, red, op->recvbuff, op->count);
+      break;
+    case COLL_FN_REDUCE:
+      if ((result = me == op->root)) mbReduceAll(m, n, p, 0, red, op->recvbuff, op->count);
+      break;
+    case COLL_FN_REDUCESCATTER:
+      mbReduceAll(m, n, p, (size_t)me * bytes, red, op->recvbuff, op->count);
+      break;
+    case COLL_FN_ALLGATHER:
+      result = 0;
+      for (int q = 0; q < n; q++) memcpy((char*)op->recvbuff + (size_t)q * bytes, mbData(mbSlot(m, n, q, p)), bytes);
+      break;
+    default: /* broadcast */
+      result = 0;
+      if (op->recvbuff != mbData(mbSlot(m, n, op->root, p)))
+        memmove(op->recvbuff, mbData(mbSlot(m, n, op->root, p)), bytes);
+  }
+  if (op->op == collAvg && result) collReduceAvgFinish(op->recvbuff, op->count, op->dtype, n);
+  return collSuccess;
+}

@@ -1,0 +1,41 @@
+/*
+ * mailbox.h - the shared-memory mailbox: a one-shot protocol for small
+ * collectives among the ranks of one node (the role of NCCL's LL protocol
+ * and of Open MPI's shared-memory "fast box").
+ *
+ * Every rank owns two slots (call parity) in one segment that all ranks map.
+ * A call copies the rank's input into its slot and publishes the call's
+ * sequence number in the same cache line as the call's signature; every rank
+ * then waits until every peer published the same sequence number and
+ * computes its result straight from the peers' slots, in rank order (so the
+ * result is bitwise identical on every rank). Two slots suffice: a rank
+ * writes slot p again (call k+2) only after it saw every peer publish call
+ * k+1, which a peer does only after it finished reading call k.
+ */
+#ifndef COLL_MAILBOX_H_
+#define COLL_MAILBOX_H_
+
+#include "engine/engine.h"
+
+/* Collective over the bootstrap, at init: maps the node's mailbox when every
+ * rank is on one node with shared memory, nranks <= 64 and COLL_MAILBOX_BYTES
+ * > 0 on every rank (the smallest value wins). All ranks reach the same
+ * decision; without a mailbox comm->mailbox stays NULL. Errors: those of the
+ * bootstrap (collRemoteError, collTimeout); a segment that cannot be made is
+ * not an error (the comm runs without a mailbox). */
+collResult_t collMailboxInit(collComm_t comm);
+/* 1 when op runs through the mailbox: a mailbox exists, op is an all-reduce,
+ * all-gather, reduce-scatter, broadcast or reduce whose published bytes per
+ * rank fit a slot, and no algorithm other than "direct" is forced. */
+int collMailboxFits(collComm_t comm, const collOp* op);
+/* Runs op through the mailbox (blocking). Errors: collInvalidUsage (ranks
+ * called different collectives, counts, types, ops or roots), collRemoteError
+ * (a peer failed or its process exited), collTimeout (COLL_TIMEOUT). Every
+ * error fails the communicator. */
+collResult_t collMailboxRun(collComm_t comm, const collOp* op);
+/* Marks this rank failed in the mailbox and wakes its peers, so ranks
+ * waiting on it fail at once. Safe to call with no mailbox. */
+void collMailboxMarkFailed(collComm_t comm);
+void collMailboxFree(collComm_t comm);
+
+#endif
