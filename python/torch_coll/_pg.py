@@ -668,6 +668,7 @@ class ProcessGroupColl(_ProcessGroup):
         self._batch = None
         self._any_source = _any_source_enabled()
         self._any_lock = threading.RLock()
+        self._monitored = 0  # monitored barriers so far (their store keys)
         self._any_cursor = 0  # announcements read (see recv_anysource)
         self._announced = []  # their sources, in order
         self._claimed = {}  # source -> messages claimed by receives
@@ -686,6 +687,14 @@ class ProcessGroupColl(_ProcessGroup):
 
     def _get_backend_name(self):
         return BACKEND_NAME
+
+    # torch 2.x lists the devices of a group's registered backends here; a
+    # Python ProcessGroup is the group itself and registers none, so torch
+    # would see no device (monitored_barrier then refuses the group, object
+    # collectives find no default device). coll runs on CPU tensors.
+    @property
+    def _device_types(self):
+        return [torch.device("cpu")]
 
     def setGroupName(self, name):
         self._group_name = name
@@ -1297,22 +1306,56 @@ class ProcessGroupColl(_ProcessGroup):
     all_to_all = alltoall
 
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
-        """As gloo's: blocks until every rank arrived, or raises RuntimeError
-        once timeout (a timedelta or seconds; 0 expires at once) has passed.
-        coll cannot tell which ranks are missing; wait_all_ranks is accepted and
-        ignored.  On timeout the barrier stays queued on this group."""
-        work = self.barrier()
-        if timeout is None:
-            work.wait()
+        """As gloo's, through the group's store: every other rank announces its
+        arrival and waits for rank 0's release; rank 0 waits for each arrival in
+        rank order until timeout (a timedelta or seconds; None: 30 minutes) and
+        raises RuntimeError naming the first rank that did not arrive ("Rank 1
+        failed to pass monitoredBarrier in 2000 ms"), or every such rank with
+        wait_all_ranks ("Ranks 1, 2 failed ..."); without it, a rank 0 whose time
+        ran out before a rank's turn raises "Rank 0 timed out in monitoredBarrier
+        after N ms" (timeout 0 does at once). A rank that got no release in
+        time raises gloo's "Rank r successfully reached monitoredBarrier, but
+        received errors while waiting for send/recv from rank 0". Collectives
+        issued before it are not waited for (as gloo)."""
+        store = self._eng.store
+        if store is None or self._size == 1:
+            self.barrier().wait()
             return
-        secs = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
-        if not work._fut.done():
-            ev = threading.Event()
-            work._fut.add_done_callback(lambda f: ev.set())
-            if not ev.wait(max(0.0, secs)):
-                raise RuntimeError("Rank %d timed out in monitoredBarrier after %d ms (coll cannot tell which "
-                                   "ranks did not arrive)" % (self._rank, int(secs * 1000)))
-        work.wait()
+        secs = 1800.0 if timeout is None else (
+            timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout))
+        ms = int(secs * 1000)
+        self._monitored += 1
+        key = "coll_monitored_barrier/%d/%d/" % (self._eng.gen, self._monitored)
+        deadline = time.monotonic() + max(0.0, secs)
+
+        def arrived(k):  # store.add(k, 0) reads a counter without blocking (1.13 has no check())
+            while store.add(k, 0) == 0:
+                if time.monotonic() >= deadline:
+                    return store.add(k, 0) > 0
+                time.sleep(0.0005)
+            return True
+
+        if self._rank != 0:
+            store.add(key + str(self._rank), 1)
+            if not arrived(key + "release"):
+                raise RuntimeError("Rank %d successfully reached monitoredBarrier, but received errors while waiting "
+                                   "for send/recv from rank 0. Please check rank 0 logs for faulty rank." % self._rank)
+            return
+        missing = []
+        for r in range(1, self._size):
+            if not wait_all_ranks and time.monotonic() >= deadline:  # gloo checks the time left first
+                raise RuntimeError("Rank 0 timed out in monitoredBarrier after %d ms. Successfully processed ranks: "
+                                   "%s" % (ms, ", ".join(str(q) for q in range(r)) or "none"))
+            if not arrived(key + str(r)):
+                missing.append(r)
+                if not wait_all_ranks:
+                    break
+        if missing and wait_all_ranks:
+            raise RuntimeError("Ranks %s failed to pass monitoredBarrier in %d ms"
+                               % (", ".join(str(r) for r in missing), ms))
+        if missing:
+            raise RuntimeError("Rank %d failed to pass monitoredBarrier in %d ms" % (missing[0], ms))
+        store.add(key + "release", 1)
 
 
 # ---------------------------------------------------------------------------

@@ -246,7 +246,10 @@ static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
   x.esize = collTypeSize(op->dtype);
   x.blockCount = op->count;
   if (x.blockCount == 0) return collSuccess;
-  if (collMailboxFits(comm, op)) return collMailboxRun(comm, op);
+  if (collMailboxFits(comm, op)) {
+    collTunerNoteMailbox(comm, op->fn, op->count, op->dtype);
+    return collMailboxRun(comm, op);
+  }
   collTuneChoice tune;
   collResult_t tr = collTunerChoose(comm, op->fn, op->count, op->dtype, op->algo, &tune);
   if (tr != collSuccess) return tr;

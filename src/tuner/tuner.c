@@ -30,6 +30,7 @@ static const int kChannels[] = {1, 2, 4};
 
 typedef struct {
   int valid;
+  int mailboxLogged;
   collTuneChoice c;
   const char* forcedName; /* last COLL_ALGO name seen here, and its row */
   const collAlgo* forcedAlgo;
@@ -239,6 +240,16 @@ collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDat
   if (collParamIsSet(COLL_PARAM_CHUNKSIZE)) out->chunkBytes = comm->chunkBytes;
   if (collParamIsSet(COLL_PARAM_NCHANNELS)) out->nchannels = comm->nchannels;
   return collSuccess;
+}
+
+void collTunerNoteMailbox(collComm_t comm, collFunc fn, size_t count, collDataType_t dtype) {
+  size_t bytes = count * collTypeSize(dtype);
+  if ((unsigned)fn >= TUNE_COLLS || !collLogEnabled(COLL_LOG_INFO, COLL_SUB_TUNE)) return;
+  tuneEntry* e = &comm->tuner->cache[fn][bucketOf(bytes)];
+  if (e->mailboxLogged) return;
+  e->mailboxLogged = 1;
+  COLL_INFO(COLL_SUB_TUNE, "tuner: %s %zu bytes nranks %d nnodes %d -> mailbox (one-shot through shared memory)",
+            collFnKeys[fn], bytes, comm->nranks, comm->nnodes);
 }
 
 /* ---- init ------------------------------------------------------------------ */

@@ -40,5 +40,9 @@ void collTunerFree(collComm_t comm);
  * unknown. Not thread-safe across calls on one communicator (as the engine). */
 collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDataType_t dtype,
                              const char* forcedAlgo, collTuneChoice* out);
+/* The engine runs this call through the shared-memory mailbox instead of a
+ * schedule (engine/mailbox.h): logged at INFO (TUNE) once per collective and
+ * size bucket, in the form of a choice ("-> mailbox"). */
+void collTunerNoteMailbox(collComm_t comm, collFunc fn, size_t count, collDataType_t dtype);
 
 #endif

@@ -2,7 +2,7 @@
 * a peer that dies mid-job ends every other rank's wait() with a RuntimeError
   carrying coll's message, within the deadline, instead of hanging;
 * async_op=True returns before the data moved, and wait() completes it;
-* group.monitored_barrier(timeout) raises on the timeout (gloo's message);
+* group.monitored_barrier(timeout) names the rank that did not arrive (gloo's message);
 * all_reduce(SUM) of sparse COO tensors works (as with gloo);
 * unsupported requests (bitwise ops, any-source receive unless
   COLL_TORCH_ANY_SOURCE=1) raise at once; with it, any-source receives work.
@@ -93,27 +93,27 @@ def sparse_worker(rank, ws, backend):
 
 
 def monitored_worker(rank, ws, backend):
-    """group.monitored_barrier(timeout) (what gloo offers; dist.monitored_barrier itself
-    refuses every backend but gloo): passes when all ranks arrive; alone on rank 0 it
-    raises after the timeout, and the group still works once the others arrive."""
+    """group.monitored_barrier(timeout), as gloo's: passes when all ranks arrive; alone
+    on rank 0 it names the rank that did not arrive (every such rank with
+    wait_all_ranks) after the timeout; the group still works afterwards."""
     import datetime
     import torch
     import torch.distributed as dist
     g = dist.new_group(list(range(ws)))
     out = {}
     g.monitored_barrier(datetime.timedelta(seconds=60))
+    g.monitored_barrier(datetime.timedelta(seconds=60), wait_all_ranks=True)
     out["all"] = "passed"
     if rank == 0:
-        t0 = time.time()
-        try:
-            g.monitored_barrier(datetime.timedelta(seconds=0.5))
-            out["alone"] = "no error"
-        except RuntimeError as e:
-            out["alone"] = str(e)
-        out["alone_s"] = time.time() - t0
+        for key, wait_all in (("alone", False), ("alone_all", True)):
+            t0 = time.time()
+            try:
+                g.monitored_barrier(datetime.timedelta(seconds=0.5), wait_all_ranks=wait_all)
+                out[key] = "no error"
+            except RuntimeError as e:
+                out[key] = str(e)
+            out[key + "_s"] = time.time() - t0
     dist.barrier()
-    if rank != 0:
-        g.barrier().wait()  # the one rank 0 left behind
     t = torch.ones(2)
     dist.all_reduce(t, group=g)
     out["after"] = t.tolist()
@@ -211,8 +211,12 @@ class TestErrors(unittest.TestCase):
         for r, m in enumerate(mon):
             self.assertEqual(m["all"], "passed", m)
             self.assertEqual(m["after"], [3.0, 3.0], m)
-        self.assertIn("Rank 0 timed out in monitoredBarrier", mon[0]["alone"], mon[0])
-        self.assertLess(mon[0]["alone_s"], 30, mon[0])
+        self.assertIn("Rank 1 failed to pass monitoredBarrier in 500 ms", mon[0]["alone"], mon[0])
+        others = ", ".join(str(r) for r in range(1, len(mon)))
+        self.assertIn("Ranks %s failed to pass monitoredBarrier in 500 ms" % others, mon[0]["alone_all"], mon[0])
+        for k in ("alone_s", "alone_all_s"):
+            self.assertGreaterEqual(mon[0][k], 0.45, mon[0])
+            self.assertLess(mon[0][k], 30, mon[0])
         for m in mon:
             self.assertTrue(m["sparse_is_sparse"] and m["sparse_equal"], m)
 
