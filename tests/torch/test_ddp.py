@@ -92,7 +92,12 @@ def ddp_worker(rank, ws, backend):
     train("static_graph", static_graph=True)
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     train("allreduce_hook", hook=default_hooks.allreduce_hook)
-    train("fp16_compress_hook", hook=default_hooks.fp16_compress_hook)
+    if backend == "gloo" and int(torch.__version__.split(".")[0]) >= 2:
+        # gloo on torch 2.x fails this hook ("Invalid scalar type"), and on 3 ranks the
+        # failure can break its connections for the configurations after it
+        results["fp16_compress_hook"] = "error: not run: gloo fails fp16_compress_hook on torch 2.x"
+    else:
+        train("fp16_compress_hook", hook=default_hooks.fp16_compress_hook)
     train("batchnorm_broadcast_buffers", kind="batchnorm", broadcast_buffers=True)
     train("gradient_as_bucket_view", gradient_as_bucket_view=True, bucket_cap_mb=0.0001)
 
