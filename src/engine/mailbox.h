@@ -25,11 +25,11 @@
  * not an error (the comm runs without a mailbox). */
 collResult_t collMailboxInit(collComm_t comm);
 /* 1 when op runs through the mailbox: a mailbox exists, op is an all-reduce,
- * all-gather, reduce-scatter, broadcast or reduce whose published bytes per
+ * all-gather or reduce-scatter whose published bytes per
  * rank fit a slot, and no algorithm other than "direct" is forced. */
 int collMailboxFits(collComm_t comm, const collOp* op);
 /* Runs op through the mailbox (blocking). Errors: collInvalidUsage (ranks
- * called different collectives, counts, types, ops or roots), collRemoteError
+ * called different collectives, counts, types or ops), collRemoteError
  * (a peer failed or its process exited), collTimeout (COLL_TIMEOUT). Every
  * error fails the communicator. */
 collResult_t collMailboxRun(collComm_t comm, const collOp* op);
