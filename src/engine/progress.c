@@ -1,7 +1,6 @@
 /* progress.c - spin-then-poll waiting, deadlines and abort for executors. */
 #include "engine/progress.h"
 
-#include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <sys/syscall.h>
