@@ -7,7 +7,7 @@
 #
 #   benchmarks/tuner_check.sh [-np N] [-b 8] [-e 256M] [-f 4] [-c COLLS]
 #       [-a ALGOS] [-R 1] [-o FILE] [-B BUILD_DIR] [-t SEC] [--check-all]
-#       [--netns KxM [-r RATE]] [--8rank-small] [--smoke]
+#       [--min] [--netns KxM [-r RATE]] [--8rank-small] [--smoke]
 #
 #   -np N        local ranks (forked by the *_perf binaries; default 4)
 #   -b/-e/-f     sizes: b, b*f, b*f^2... <= e, and e itself (default 8, 256M, 4)
@@ -15,7 +15,11 @@
 #                broadcast, reduce (default: all locally, allreduce with --netns)
 #   -a ALGOS     force only these algorithms (comma list; default: all of
 #                the collective, see below)
-#   -R N         median of N runs; each repetition runs every algorithm on a
+#   --min        report the fastest of the N runs instead of the median: on
+#                more ranks than cores the scheduler settles each run into a
+#                fast or a slow pattern (up to 2x apart), and the minimum
+#                compares the algorithms in the same (fast) pattern
+#   -R N         median (or --min) of N runs; each repetition runs every algorithm on a
 #                size range before the next repetition starts (default 1)
 #   -o FILE      also write the report (markdown) to FILE
 #   -B DIR       build directory with benchmarks/*_perf (default: build/)
@@ -46,7 +50,7 @@ usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' 
 die() { echo "tuner_check.sh: $*" >&2; exit 2; }
 
 NP=4 MINB=8 MAXB=256M FACTOR=4 COLLS="" REPS=1 OUTFILE="" BUILD="$REPO/build" TLIMIT=""
-NETNS="" RATE=1gbit CHECK_ALL=0 MODE=full FORCE_ALGOS=""
+NETNS="" RATE=1gbit CHECK_ALL=0 MODE=full FORCE_ALGOS="" STAT=median
 while [ $# -gt 0 ]; do
   case "$1" in
     -np) NP=${2:?}; shift ;;
@@ -62,6 +66,7 @@ while [ $# -gt 0 ]; do
     -r) RATE=${2?}; shift ;;
     --netns) NETNS=${2:?}; shift ;;
     --check-all) CHECK_ALL=1 ;;
+    --min) STAT=min ;;
     --8rank-small) MODE=small8 ;;
     --smoke) MODE=smoke ;;
     -h | --help) usage 0 ;;
@@ -236,17 +241,18 @@ printf '%s\n' "${BANDS[@]}" >"$WORK/bands.txt"
 {
   if [ -n "$NETNS" ]; then where="--netns $NETNS ($NRANKS ranks on $NODES nodes), links ${RATE:-unshaped}"
   else where="$NP local ranks (-np $NP), 1 node"; fi
-  echo "# tuner_check: $where, median of $REPS, $(( (SECONDS - START) / 60 )) min"
+  echo "# tuner_check: $where, $STAT of $REPS, $(( (SECONDS - START) / 60 )) min"
   echo "# $(nproc) CPU(s); started $STARTED; ended with load average $(cut -d' ' -f1-3 /proc/loadavg); source tree $REV"
   echo "# time = out-of-place time (us) of the *_perf benchmark, float; iterations per size range:"
   for ((band = 0; band < ${#BANDS[@]}; band++)); do echo "#   $(size_flags "$band") ${ITERS[${BANDS[band]%% *}]}"; done
-  FORCED=$([ "$MODE" = small8 ] && echo ring) python3 - "$WORK" "$NRANKS" "$COLLS" <<'PY'
+  STAT=$STAT FORCED=$([ "$MODE" = small8 ] && echo ring) python3 - "$WORK" "$NRANKS" "$COLLS" <<'PY'
 import math, os, re, statistics, sys
 work, nranks, colls = sys.argv[1], int(sys.argv[2]), sys.argv[3].split(",")
 bands = []  # band -> list of requested sizes
 for line in open(os.path.join(work, "bands.txt")):
     bands.append([int(x) for x in line.split()[1:]])
 runs = [l.rstrip("\n").split("\t") for l in open(os.path.join(work, "runs.tsv"))]
+STAT = min if os.environ.get("STAT") == "min" else statistics.median
 TUNE = re.compile(r"tuner:\s*([\w-]+)\s+(\d+)\s+bytes.*?->\s*(\w+)")
 fails, coarse = 0, False
 allratios = []
@@ -298,7 +304,7 @@ for coll in colls:
     for s in allsizes:
         cell = {}
         for a in cols:
-            cell[a] = None if (a, s) in bad or (a, s) not in times else statistics.median(times[(a, s)])
+            cell[a] = None if (a, s) in bad or (a, s) not in times else STAT(times[(a, s)])
             fails += cell[a] is None
         ok = [a for a in algos if cell[a] is not None]
         best = min(ok, key=lambda a: cell[a]) if ok else None
