@@ -44,7 +44,7 @@ run 90 test_errors.py
 run 150 test_ops.py
 run 120 test_ddp.py
 run 120 test_fsdp.py
-run 120 test_example.py
+run 180 test_example.py
 [ -n "$names" ] && echo "failed:$names"
 echo "torch: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
