@@ -43,10 +43,10 @@ typedef struct {
   size_t stagingBytes;
   collSched sched;
   /* what sched was built from (schedules are pure functions of these): a
-   * repeated call reuses it instead of rebuilding */
+   * repeated call reuses it instead of rebuilding; schedAlgo NULL: none */
   const void* schedAlgo;
   collSchedArgs schedArgs;
-  int schedPerm, schedValid;
+  int schedPerm;
   void* stepState;     /* engine-private per-step state */
   int stepStateCap;
 } collChannel;

@@ -59,6 +59,12 @@ static collResult_t collGrow(char** buf, size_t* have, size_t need) {
   return collSuccess;
 }
 
+/* Field by field: collSchedArgs has padding, so memcmp would not do. */
+static int collSchedArgsEqual(const collSchedArgs* p, const collSchedArgs* q) {
+  return p->fn == q->fn && p->nranks == q->nranks && p->rank == q->rank && p->root == q->root &&
+         p->count == q->count && p->inPlace == q->inPlace && p->rankNode == q->rankNode && p->nnodes == q->nnodes;
+}
+
 /* Builds the schedule of the channel's next slice and readies its memory and
  * connections (all sends connected before any accept: no circular wait). */
 static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, collChanRun* run) {
@@ -71,18 +77,14 @@ static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, co
   int pc = x->algo->nodeAware || x->op->fn == COLL_FN_SEND || x->op->fn == COLL_FN_RECV ? 0 : c;
   collSchedArgs a = {x->op->fn, comm->nranks, comm->rank, x->op->root, run->sliceCount, x->inPlace,
                      comm->rankNode, comm->nnodes};
-  const collSchedArgs* b = &ch->schedArgs;
-  if (!ch->schedValid || ch->schedAlgo != (const void*)x->algo || ch->schedPerm != pc || b->fn != a.fn ||
-      b->nranks != a.nranks || b->rank != a.rank || b->root != a.root || b->count != a.count ||
-      b->inPlace != a.inPlace || b->rankNode != a.rankNode || b->nnodes != a.nnodes) {
-    ch->schedValid = 0;
+  if (ch->schedAlgo != (const void*)x->algo || ch->schedPerm != pc || !collSchedArgsEqual(&ch->schedArgs, &a)) {
+    ch->schedAlgo = NULL;
     collSchedReset(&ch->sched);
     collResult_t e = collSchedBuildChannel(x->algo->build, &a, pc, &ch->sched);
     if (e != collSuccess) return collSetError(e, "engine: algorithm %s failed to build a schedule", x->algo->name);
     ch->schedAlgo = x->algo;
     ch->schedArgs = a;
     ch->schedPerm = pc;
-    ch->schedValid = 1;
   }
   collSched* s = &ch->sched;
   collResult_t r;
