@@ -33,6 +33,16 @@ collResult_t collHierBuild(const collSchedArgs* a, collSched* s);  /* hier.c */
 collResult_t collHierTreeBuild(const collSchedArgs* a, collSched* s);
 collResult_t collHierRhdBuild(const collSchedArgs* a, collSched* s);
 collResult_t collHierDirectBuild(const collSchedArgs* a, collSched* s);
+/* hier_leader.c: reduce to the node leader (chain / binomial), all-reduce
+ * between the leaders (ring / tree / rhd / direct), broadcast in the node */
+collResult_t collHierChainRingBuild(const collSchedArgs* a, collSched* s);
+collResult_t collHierChainTreeBuild(const collSchedArgs* a, collSched* s);
+collResult_t collHierChainRhdBuild(const collSchedArgs* a, collSched* s);
+collResult_t collHierChainDirectBuild(const collSchedArgs* a, collSched* s);
+collResult_t collHierBinomialRingBuild(const collSchedArgs* a, collSched* s);
+collResult_t collHierBinomialTreeBuild(const collSchedArgs* a, collSched* s);
+collResult_t collHierBinomialRhdBuild(const collSchedArgs* a, collSched* s);
+collResult_t collHierBinomialDirectBuild(const collSchedArgs* a, collSched* s);
 collResult_t collTreeBuild(const collSchedArgs* a, collSched* s);     /* tree.c */
 collResult_t collBinomialBuild(const collSchedArgs* a, collSched* s); /* binomial.c */
 collResult_t collRhdBuild(const collSchedArgs* a, collSched* s);      /* rhd.c */

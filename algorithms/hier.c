@@ -195,7 +195,7 @@ static void hierCopyAll(hierCtx* h) {
  * reuses the same scratch blocks, since they never overlap in time. */
 static void hierInterEmbedded(hierCtx* h, collBufId A) {
   for (int g = 0; g < h->nseg && h->K > 1; g++) {
-    collEmbed m = {h->inter, COLL_FN_ALLREDUCE, h->K, h->j, h->seg[g].cnt, A == COLL_BUF_RECV,
+    collEmbed m = {h->inter, COLL_FN_ALLREDUCE, h->K, h->j, 0, h->seg[g].cnt, A == COLL_BUF_RECV,
                    h->owners + (size_t)g * (size_t)h->K, A, COLL_BUF_RECV, h->seg[g].off, 0};
     hierNextPhase(h);
     int need = collEmbedEmit(&h->e, &m);

@@ -36,6 +36,15 @@ const collAlgo collAlgoTable[] = {
      COLL_FN_BIT(COLL_FN_ALLREDUCE) | COLL_FN_BIT(COLL_FN_ALLGATHER) |
          COLL_FN_BIT(COLL_FN_REDUCESCATTER),
      collDirectBuild, 0},
+    /* hier_leader.c: hier_<intra reduce/broadcast>_<inter all-reduce> */
+    {"hier_chain_ring", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierChainRingBuild, 1},
+    {"hier_chain_tree", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierChainTreeBuild, 1},
+    {"hier_chain_rhd", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierChainRhdBuild, 1},
+    {"hier_chain_direct", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierChainDirectBuild, 1},
+    {"hier_binomial_ring", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierBinomialRingBuild, 1},
+    {"hier_binomial_tree", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierBinomialTreeBuild, 1},
+    {"hier_binomial_rhd", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierBinomialRhdBuild, 1},
+    {"hier_binomial_direct", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierBinomialDirectBuild, 1},
     {NULL, 0, NULL, 0},
 };
 

@@ -2,12 +2,15 @@
 # tuner_check.sh - how good is the tuner's choice? For each size, every
 # algorithm of a collective is timed once forced (COLL_ALGO=<coll>:<algo>) and
 # once left to the tuner; the table shows the out-of-place time (us) of each,
-# the algorithm the tuner picked, the best forced one and tuner/best (a time
-# ratio: > 1 means the tuner is slower; "!" flags > 1.15).
+# the algorithm the tuner picked, the best forced one, pick/best (the forced
+# time of the picked algorithm over the fastest forced time: how good the
+# choice is, with every time taken under the same conditions) and tuner/best
+# (the tuner's own run over the fastest forced time: includes the noise
+# between two runs of one configuration). > 1 means slower; "!" flags > 1.15.
 #
 #   benchmarks/tuner_check.sh [-np N] [-b 8] [-e 256M] [-f 4] [-c COLLS]
 #       [-a ALGOS] [-R 1] [-o FILE] [-B BUILD_DIR] [-t SEC] [--check-all]
-#       [--min] [--netns KxM [-r RATE]] [--8rank-small] [--smoke]
+#       [--min] [--calibrate] [--netns KxM [-r RATE]] [--8rank-small] [--smoke]
 #
 #   -np N        local ranks (forked by the *_perf binaries; default 4)
 #   -b/-e/-f     sizes: b, b*f, b*f^2... <= e, and e itself (default 8, 256M, 4)
@@ -26,6 +29,9 @@
 #   -t SEC       deadline of one benchmark run (default 600 local, 900 netns)
 #   --check-all  check results at every size (default: only below 8 MiB, as
 #                the check of a large size costs more than its timing)
+#   --calibrate  run every job with COLL_TUNE_CALIBRATE=1 (the tuner measures
+#                its links at init); on by default with --netns and a RATE:
+#                the topology sees a veth's nominal speed, not the shaping
 #   --netns KxM  K emulated nodes x M ranks (tests/integration/netns.sh), node
 #                links shaped to RATE (-r, default 1gbit; "" = unshaped). Root.
 #   --8rank-small  allreduce 8 B on 8 local ranks, forced ring vs the tuner,
@@ -33,12 +39,16 @@
 #   --smoke      CI check: 2 ranks, 2 sizes, -n 2, all collectives (seconds)
 #
 # hier (and for allreduce hier_tree, hier_rhd, hier_direct: hier with that
-# inter-node all-reduce) is included only with several nodes (--netns K>1).
+# inter-node all-reduce; hier_binomial_* and hier_chain_*: the leader-based
+# compositions) is included only with several nodes (--netns K>1). With M <= 2
+# ranks per node hier_chain_X builds the same schedule as hier_binomial_X, so
+# only the latter runs (and stands for a pick of the former).
 # A run that exits non-zero or reports #wrong makes its cells FAIL. The tuner's pick is parsed
 # from COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=TUNE lines ("tuner: <coll> <bytes>
-# bytes ... -> <algo>") written to COLL_DEBUG_FILE during the tuner's own
-# timing run ("?" when none): the tuner decides (and logs) once per size
-# bucket, during the warm-up, so the timed iterations are unaffected.
+# bytes (<count> x 4 B) ... -> <algo>") written to COLL_DEBUG_FILE during the
+# tuner's own timing run ("?" when none): the tuner decides (and logs) once
+# per element size and size bucket, during the warm-up, so the timed
+# iterations are unaffected.
 # Exit status: 0, 1 when some cell is FAIL, 2 on usage errors, 77 when
 # --netns cannot run here.
 set -euo pipefail
@@ -50,7 +60,7 @@ usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' 
 die() { echo "tuner_check.sh: $*" >&2; exit 2; }
 
 NP=4 MINB=8 MAXB=256M FACTOR=4 COLLS="" REPS=1 OUTFILE="" BUILD="$REPO/build" TLIMIT=""
-NETNS="" RATE=1gbit CHECK_ALL=0 MODE=full FORCE_ALGOS="" STAT=median
+NETNS="" RATE=1gbit CHECK_ALL=0 MODE=full FORCE_ALGOS="" STAT=median CALIBRATE=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -np) NP=${2:?}; shift ;;
@@ -67,6 +77,7 @@ while [ $# -gt 0 ]; do
     --netns) NETNS=${2:?}; shift ;;
     --check-all) CHECK_ALL=1 ;;
     --min) STAT=min ;;
+    --calibrate) CALIBRATE=1 ;;
     --8rank-small) MODE=small8 ;;
     --smoke) MODE=smoke ;;
     -h | --help) usage 0 ;;
@@ -115,6 +126,7 @@ if [ -n "$NETNS" ]; then
   # iterations; a call of >= 64 MiB takes seconds, so no warm-up is needed
   ITERS=("-n 20 -w 2 -c 1" "-n 5 -w 1 -c 1" "-n 2 -w 1 -c 0" "-n 1 -w 0 -c 0")
   TLIMIT=${TLIMIT:-900}
+  [ -n "$RATE" ] && CALIBRATE=${CALIBRATE:-1}
   if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
     echo "tuner_check.sh: SKIPPED: --netns needs root and 'ip netns'" >&2
     exit 77
@@ -129,7 +141,15 @@ algos_of() {
   [ "$NODES" -gt 1 ] && hier=" hier"
   if [ -n "$FORCE_ALGOS" ]; then echo "${FORCE_ALGOS//,/ }"; return; fi
   case "$1" in
-    allreduce) echo "ring tree rhd direct$hier${hier:+ hier_tree hier_rhd hier_direct}" ;;
+    allreduce)
+      local leader="" intra inter
+      if [ -n "$hier" ]; then
+        for intra in chain binomial; do
+          [ "$intra" = chain ] && [ $((NRANKS / NODES)) -le 2 ] && continue
+          for inter in ring tree rhd direct; do leader+=" hier_${intra}_$inter"; done
+        done
+      fi
+      echo "ring tree rhd direct$hier${hier:+ hier_tree hier_rhd hier_direct}$leader" ;;
     allgather) echo "ring bruck direct$hier" ;;
     reducescatter) echo "ring rhd direct$hier" ;;
     broadcast | reduce) echo "chain binomial" ;;
@@ -190,7 +210,7 @@ trap 'echo "tuner_check.sh: terminated (SIGTERM)" >&2; exit 143' TERM
 # rank 0's output -> $WORK/<id>.res, its status -> runs.tsv.
 run() {
   local coll=$1 algo=$2 band=$3 rep=$4 t0=$SECONDS rc=0
-  local -a sizes iters envs=(COLL_TIMEOUT="$TLIMIT")
+  local -a sizes iters envs=(COLL_TIMEOUT="$TLIMIT" COLL_TUNE_CALIBRATE="${CALIBRATE:-0}")
   read -r -a sizes <<<"$(size_flags "$band")"
   local id="$coll.$algo.$band.$rep"
   read -r -a iters <<<"${ITERS[${BANDS[band]%% *}]}"
@@ -241,7 +261,7 @@ printf '%s\n' "${BANDS[@]}" >"$WORK/bands.txt"
 {
   if [ -n "$NETNS" ]; then where="--netns $NETNS ($NRANKS ranks on $NODES nodes), links ${RATE:-unshaped}"
   else where="$NP local ranks (-np $NP), 1 node"; fi
-  echo "# tuner_check: $where, $STAT of $REPS, $(( (SECONDS - START) / 60 )) min"
+  echo "# tuner_check: $where, $STAT of $REPS, $(( (SECONDS - START) / 60 )) min${CALIBRATE:+, every job with COLL_TUNE_CALIBRATE=1}"
   echo "# $(nproc) CPU(s); started $STARTED; ended with load average $(cut -d' ' -f1-3 /proc/loadavg); source tree $REV"
   echo "# time = out-of-place time (us) of the *_perf benchmark, float; iterations per size range:"
   for ((band = 0; band < ${#BANDS[@]}; band++)); do echo "#   $(size_flags "$band") ${ITERS[${BANDS[band]%% *}]}"; done
@@ -253,9 +273,18 @@ for line in open(os.path.join(work, "bands.txt")):
     bands.append([int(x) for x in line.split()[1:]])
 runs = [l.rstrip("\n").split("\t") for l in open(os.path.join(work, "runs.tsv"))]
 STAT = min if os.environ.get("STAT") == "min" else statistics.median
-TUNE = re.compile(r"tuner:\s*([\w-]+)\s+(\d+)\s+bytes.*?->\s*(\w+)")
+TUNE = re.compile(r"tuner:\s*([\w-]+)\s+(\d+)\s+bytes\s+(?:\(\d+ x (\d+) B\))?.*?->\s*(\w+)")
 fails, coarse = 0, False
 allratios = []
+
+def summary(ratios, what):
+    """ratios: (tuner/best, pick/best or None, size)"""
+    picks = [(p, sz) for _, p, sz in ratios if p is not None]
+    w, wp = max((r, sz) for r, _, sz in ratios), max(picks) if picks else (0, 0)
+    return ("pick/best within 15%% at %d of %d %s (%d: the fastest), worst %.2f at %d B; "
+            "tuner/best within 15%% at %d of %d, worst %.2f at %d B"
+            % (sum(p <= 1.15 for p, _ in picks), len(picks), what, sum(p <= 1.0 for p, _ in picks),
+               wp[0], wp[1], sum(r <= 1.15 for r, _, _ in ratios), len(ratios), w[0], w[1]))
 
 def fmt(t):
     return "FAIL" if t is None else ("%.0f" % t if t >= 1000 else "%.1f" % t)
@@ -291,14 +320,16 @@ for coll in colls:
             mine = {}
             for line in open(os.path.join(work, d, fn), errors="replace"):
                 m = TUNE.search(line)
-                if m and m.group(1).replace("-", "").replace("_", "").lower() == coll and int(m.group(2)) > 0:
-                    mine[int(m.group(2)).bit_length()] = m.group(3)
+                # the benchmarks run floats (4 B); other element sizes have their own decisions
+                if (m and m.group(1).replace("-", "").replace("_", "").lower() == coll and int(m.group(2)) > 0
+                        and m.group(3) in (None, "4")):
+                    mine[int(m.group(2)).bit_length()] = m.group(4)
             for k, v in mine.items():
                 picks.setdefault(k, v)
     cols = algos + ["tuner"]
     print("\n## %s, %d ranks\n" % (coll, nranks))
-    print("| size (B) | " + " | ".join(cols) + " | tuner pick | best | tuner/best |")
-    print("|---:|" + "---:|" * len(cols) + ":---|:---|---:|")
+    print("| size (B) | " + " | ".join(cols) + " | tuner pick | best | pick/best | tuner/best |")
+    print("|---:|" + "---:|" * len(cols) + ":---|:---|---:|---:|")
     ratios, zero = [], False
     allsizes = [s for b in bands for s in b]
     for s in allsizes:
@@ -312,28 +343,31 @@ for coll in colls:
         per_call = None if act is None else (act // nranks if coll in ("allgather", "reducescatter") else act)
         pick = "-" if per_call == 0 else picks.get(per_call.bit_length() if per_call else -1, "?")
         label = str(s)
+        # the mailbox is what forced "direct" runs too at these sizes
+        forced = "direct" if pick == "mailbox" else pick
+        if forced not in cols:  # M <= 2: hier_chain_X is hier_binomial_X
+            forced = forced.replace("hier_chain_", "hier_binomial_")
         if act == 0:  # fewer elements than ranks: nothing moves; not compared
-            label, zero, ratio = "%d*" % s, True, "-"
+            label, zero, ratio, pratio = "%d*" % s, True, "-", "-"
         elif best is None or cell["tuner"] is None or cell[best] <= 0:
-            ratio = "-"
+            ratio, pratio = "-", "-"
         else:
             r = cell["tuner"] / cell[best]
-            ratios.append((r, s))
             ratio = "%.2f%s" % (r, " !" if r > 1.15 else "")
-        print("| %s | %s | %s | %s | %s |" % (label, " | ".join(fmt(cell[a]) for a in cols), pick, best or "-", ratio))
+            pr = cell[forced] / cell[best] if cell.get(forced) is not None else None
+            pratio = "-" if pr is None else "%.2f%s" % (pr, " !" if pr > 1.15 else "")
+            ratios.append((r, pr, s))
+        print("| %s | %s | %s | %s | %s | %s |" % (label, " | ".join(fmt(cell[a]) for a in cols), pick, best or "-",
+                                               pratio, ratio))
     if zero:
         print("\n\\* the per-rank count is 0 on %d ranks: nothing is sent; not compared" % nranks)
     if ratios:
-        w = max(ratios)
-        within = sum(r <= 1.15 for r, _ in ratios)
-        print("\n**%s summary: worst tuner/best %.2f (at %d B); %d of %d sizes within 15%%**"
-              % (coll, w[0], w[1], within, len(ratios)))
+        print("\n**%s summary: %s**" % (coll, summary(ratios, "sizes")))
         allratios += ratios
     else:
         print("\n**%s summary: no size with both a forced and a tuner time**" % coll)
 if len(colls) > 1 and allratios:
-    print("\n**all: worst tuner/best %.2f; %d of %d (collective, size) pairs within 15%%**"
-          % (max(allratios)[0], sum(r <= 1.15 for r, _ in allratios), len(allratios)))
+    print("\n**all: %s**" % summary(allratios, "(collective, size) pairs"))
 if os.environ.get("FORCED") and allratios:
     r = allratios[0][0]
     f = os.environ["FORCED"]
@@ -342,7 +376,9 @@ if os.environ.get("FORCED") and allratios:
           times.get((f, allsizes[0])), times.get(("tuner", allsizes[0]))))
 if coarse:
     print("\n(times of 10 s and more come from the benchmark with 2 significant digits)")
-print("\n(! = tuner more than 15% slower than the best forced algorithm; FAIL = the run exited non-zero or reported #wrong)")
+print("\n(pick/best = forced time of the algorithm the tuner picked (mailbox: direct) / the fastest forced time: "
+      "the quality of the choice, measured under the same conditions as the others; tuner/best = the tuner's own run / "
+      "the fastest forced time; ! = more than 15% slower; FAIL = the run exited non-zero or reported #wrong)")
 sys.exit(1 if fails else 0)
 PY
 } | tee "$WORK/report.md" || rc=$? # the status of python3: 1 when a cell is FAIL

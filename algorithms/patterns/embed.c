@@ -11,7 +11,7 @@ static collRegion embedRegion(const collEmbed* m, collRegion r) {
 int collEmbedEmit(collEmitter* e, const collEmbed* m) {
   if (e->err != collSuccess || m->count == 0) return 0;
   collSched inner = {0};
-  collSchedArgs a = {m->fn, m->nranks, m->rank, 0, m->count, m->inPlace, NULL, 1};
+  collSchedArgs a = {m->fn, m->nranks, m->rank, m->root, m->count, m->inPlace, NULL, 1};
   collResult_t r = m->build(&a, &inner);
   if (r != collSuccess) {
     e->err = r;

@@ -2,9 +2,11 @@
  * embed.h - running one builder's schedule inside another (composition).
  *
  * A composite algorithm (hier.c: any inter-node all-reduce between the
- * owners of a segment) builds the inner schedule for a virtual group of
- * `nranks` ranks and a virtual vector of `count` elements, then appends its
- * steps to the outer schedule with:
+ * owners of a segment; hier_leader.c: a reduce and a broadcast inside each
+ * node, an all-reduce between the node leaders) builds the inner schedule
+ * for a virtual group of `nranks` ranks (rooted collectives: rooted at
+ * virtual rank `root`) and a virtual vector of `count` elements, then
+ * appends its steps to the outer schedule with:
  *   peer v            -> members[v]
  *   SEND / RECV       -> bufMap[SEND / RECV] at element offset `off`
  *                        (block 0; in place maps both to the same buffer)
@@ -24,6 +26,7 @@ typedef struct {
   collSchedBuildFn build;
   collFunc fn;
   int nranks, rank;      /* virtual group */
+  int root;              /* virtual rank of the root (reduce, broadcast); 0 otherwise */
   size_t count;          /* virtual count per block */
   int inPlace;
   const int* members;    /* [nranks] real rank of each virtual rank */

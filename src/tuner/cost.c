@@ -12,7 +12,10 @@ typedef struct {
   int* phaseBegin;  /* [nphases + 1]: first step of each phase */
   double* start;    /* [nphases + 1]: start time of each phase */
   int phase;        /* phases below are done; start[phase] is known */
-  double busyBw, busyLat;
+  double busyCpu;   /* CPU time of its copies, reductions and shm/tcp-local transfers (x cpuShare) */
+  double busyWire;  /* time on its network link (full duplex: max of the directions per phase) */
+  double netSent, netRecv; /* its inter-node bytes / bw, each direction */
+  double busyLat;
   double cpuUs; /* CPU time of its transfer ends (sends and receives with data) */
 } simRank;
 
@@ -90,7 +93,7 @@ static int simAdvance(simCtx* c, int r) {
   simRank* R = &c->rk[r];
   const collSched* s = &R->s;
   int p = R->phase, n = c->n;
-  double ps = R->start[p], end = ps, own = 0.0, lat = 0.0, sendT = 0.0, recvT = 0.0;
+  double ps = R->start[p], end = ps, own = 0.0, lat = 0.0, sendT = 0.0, recvT = 0.0, cpuT = 0.0;
   for (int i = R->phaseBegin[p]; i < R->phaseBegin[p + 1]; i++) {
     const collStep* st = &s->steps[i];
     size_t cntElems = st->kind == COLL_STEP_SEND ? st->src.count : st->dst.count;
@@ -119,17 +122,43 @@ static int simAdvance(simCtx* c, int r) {
       done += red;
       own += red;
     }
-    if (st->kind == COLL_STEP_SEND) sendT += t;
+    if (path != COLL_PATH_NET) cpuT += t; /* this rank's CPU copies it: sends and receives add up */
+    else if (st->kind == COLL_STEP_SEND) sendT += t;
     else recvT += t;
     if (l1 > lat) lat = l1;
     if (done > end) end = done;
   }
-  own += sendT > recvT ? sendT : recvT; /* links are full duplex */
-  if (ps + own > end) end = ps + own;
-  R->busyBw += own;
+  own += cpuT;
+  double wire = sendT > recvT ? sendT : recvT; /* network links are full duplex */
+  R->netSent += sendT;
+  R->netRecv += recvT;
+  if (ps + own + wire > end) end = ps + own + wire;
+  R->busyCpu += own;
+  R->busyWire += wire;
   R->busyLat += lat;
   R->start[++R->phase] = end;
   return 1;
+}
+
+/* The ranks of a node share its network links: the slice takes at least the
+ * busiest node's inter-node time in one direction, spread over netLinks. */
+static void nodeLinkBound(const collTuneLayout* l, const simRank* rk, collSliceCost* out) {
+  if (!l->rankNode || l->nnodes <= 1) return;
+  double* dir = calloc(2 * (size_t)l->nnodes, sizeof(double));
+  if (!dir) return; /* the bound is a refinement; without it the estimate stands */
+  for (int r = 0; r < l->nranks; r++) {
+    int node = l->rankNode[r];
+    if (node < 0 || node >= l->nnodes) continue;
+    dir[2 * node] += rk[r].netSent;
+    dir[2 * node + 1] += rk[r].netRecv;
+  }
+  double busiest = 0;
+  for (int i = 0; i < 2 * l->nnodes; i++)
+    if (dir[i] > busiest) busiest = dir[i];
+  free(dir);
+  busiest /= l->netLinks > 1 ? l->netLinks : 1;
+  if (busiest > out->bwUs) out->bwUs = busiest;
+  if (busiest > out->makespanUs) out->makespanUs = busiest;
 }
 
 collSliceCost collCostSlice(const collTuneModel* m, const collTuneLayout* l, collSchedBuildFn build, collFunc fn,
@@ -155,22 +184,29 @@ collSliceCost collCostSlice(const collTuneModel* m, const collTuneLayout* l, col
     if (!moved && remaining) ok = 0; /* deadlock: the checker would fail it too */
   }
   if (ok) {
-    double cpuSum = 0;
+    double cpuSum = 0, busyCpuSum = 0;
     for (int r = 0; r < n; r++) {
       const simRank* R = &c.rk[r];
       double e = R->start[R->s.nphases > 0 ? R->s.nphases : 0];
       if (e > out.makespanUs) out.makespanUs = e;
-      if (R->busyBw > out.bwUs) out.bwUs = R->busyBw;
+      /* a rank is never faster than a whole core (busyCpu / cpuShare) */
+      double own = R->busyWire + (m->cpuShare > 1.0 ? R->busyCpu / m->cpuShare : R->busyCpu);
+      if (own > out.bwUs) out.bwUs = own;
+      busyCpuSum += R->busyCpu;
       if (R->busyLat > out.latUs) out.latUs = R->busyLat;
       cpuSum += R->cpuUs;
     }
     if (m->cpuShare > 1.0) {
+      /* the cores are shared: a slice cannot take less than the mean rank's
+       * CPU time (already x cpuShare), however the work is spread */
+      if (busyCpuSum / n > out.bwUs) out.bwUs = busyCpuSum / n;
       /* the node's cores must run every transfer end's wake-up and overhead */
       double cpu = cpuSum / n * m->cpuShare, crit = out.makespanUs;
       /* the two overlap only in part: others' work delays the critical path */
       out.makespanUs = (crit > cpu ? crit : cpu) + 0.5 * (crit < cpu ? crit : cpu);
       if (cpu > out.bwUs) out.bwUs = cpu;
     }
+    nodeLinkBound(l, c.rk, &out);
     out.ok = 1;
   }
   for (int r = 0; r < n; r++) simRankFree(&c.rk[r]);

@@ -6,15 +6,24 @@
  *  - a transfer of b bytes between ranks a and b over path p completes at
  *    max(post time on the sender, post time on the receiver) + lat[p] +
  *    b / bw[p] + stepUs; post time = start of the step's phase on that rank;
- *  - the transfers of one phase on one rank share that rank's bandwidth in
- *    each direction (full duplex): the phase cannot end before its start +
- *    max(sum of sent bytes, sum of received bytes) / bw;
+ *  - the transfers of one phase on one rank share that rank's bandwidth:
+ *    between nodes in each direction (the NIC is full duplex), so the phase
+ *    cannot end before its start + max(sum of sent bytes, sum of received
+ *    bytes) / bw; inside a node (shm, loopback tcp) the rank's own CPU
+ *    copies every byte it sends and every byte it receives, so there the
+ *    sent and received bytes add up (a broadcast root's two sends cost as
+ *    much as a chain rank's receive and forward);
  *  - RECV_REDUCE adds b / reduceBw on the receiver, REDUCE b / reduceBw,
  *    COPY b / copyBw;
  *  - a rank's next phase starts when all steps of its current phase ended.
  * One slice is simulated on all ranks: makespan M. The busiest rank's own
  * time per slice splits into a bandwidth part W (bytes/bw, reductions,
- * copies) and a latency part L (lat + stepUs per phase). Slices after the
+ * copies) and a latency part L (lat + stepUs per phase). When ranks share
+ * cores (cpuShare > 1), a rank's CPU work counts at 1 / cpuShare in its own
+ * W (it can use a whole core while the others wait) and W is at least the
+ * mean rank's CPU work x cpuShare (what the shared cores must do): an
+ * unbalanced schedule (a binomial root) then costs what a balanced one (a
+ * chain) with the same total work costs. Slices after the
  * first follow in a pipeline whose period is max(W, (W + L) / channels):
  * channels overlap latencies, not bandwidth. So
  *    T(call) = M + (nslices - 1) * max(W, (W + L) / channels).
@@ -30,6 +39,10 @@
  * and W at least C. On 8 ranks over 2 cores this is what makes a
  * one-shot all-reduce (56 messages) slower than a ring (28 messages carry
  * data at 8 bytes) although its critical path is one message long.
+ * A node's ranks share its network links (layout netLinks): W and M are
+ * at least the busiest node's inter-node bytes in one direction / (bw x
+ * netLinks), so two ranks of a node sending across at once take twice as
+ * long as one (a flat algorithm against a hierarchical one on one NIC).
  * Steps that move 0 elements are no-ops in the engine and cost nothing here.
  *
  * Everything here is a pure function of its inputs, so every rank computes
@@ -61,13 +74,16 @@ typedef struct {
   double wakeUs;                 /* extra latency per message when cpuShare > 1 */
 } collTuneModel;
 
-/* Layout the simulation needs: node of each rank (NULL = one node) and
- * whether the node's ranks talk over shm (else COLL_PATH_LOCAL). */
+/* Layout the simulation needs: node of each rank (NULL = one node),
+ * whether the node's ranks talk over shm (else COLL_PATH_LOCAL), and over
+ * how many network links a node's ranks spread their inter-node traffic
+ * (the fewest over the nodes; 0 or 1 = all of a node's ranks share one). */
 typedef struct {
   int nranks;
   const int* rankNode;
   int nnodes;
   int intraShm;
+  int netLinks;
 } collTuneLayout;
 
 typedef struct {

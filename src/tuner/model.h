@@ -9,4 +9,8 @@
  * made identical on every rank through a bootstrap allgather (collective). */
 collResult_t collTuneModelInit(collComm_t comm, const collTuneLayout* l, collTuneModel* out);
 
+/* Network links the ranks of a node spread over: the fewest, over the nodes,
+ * distinct NICs their transports use (unknown NICs count as one). */
+int collTuneNetLinks(collComm_t comm);
+
 #endif

@@ -19,7 +19,7 @@
 #include "tuner/plugin.h"
 
 #define TUNE_BUCKETS 48   /* power-of-two byte buckets: 1 B .. 128 TiB */
-#define TUNE_MAX_CANDIDATES 8
+#define TUNE_ESIZES 4     /* element sizes 1, 2, 4, 8 bytes */
 #define TUNE_DIRECT_MAX_RANKS 16 /* one-shot schedules grow as nranks^2 */
 #define TUNE_COLLS (COLL_FN_REDUCE + 1)
 #define TUNE_MARGIN 0.95 /* a later candidate must be 5% faster to win (registry order breaks near-ties) */
@@ -42,7 +42,9 @@ struct collTunerState {
   collTuneModel model;
   collTuneLayout layout;
   collTunerPlugin plugin;
-  tuneEntry cache[TUNE_COLLS][TUNE_BUCKETS];
+  /* per element size too: at a few elements per rank the count, not the
+   * bytes, shapes the schedules (1 double is not 2 floats) */
+  tuneEntry cache[TUNE_COLLS][TUNE_ESIZES][TUNE_BUCKETS];
 };
 
 /* ---- COLL_ALGO ---------------------------------------------------------- */
@@ -87,11 +89,11 @@ const char* collAlgoOverride(collFunc fn) {
 
 /* ---- cost of candidates --------------------------------------------------- */
 typedef struct {
-  const collAlgo* algo[TUNE_MAX_CANDIDATES];
-  const char* name[TUNE_MAX_CANDIDATES];
-  double us[TUNE_MAX_CANDIDATES];
-  size_t chunk[TUNE_MAX_CANDIDATES];
-  int nch[TUNE_MAX_CANDIDATES];
+  const collAlgo* algo[COLL_TUNER_MAX_CANDIDATES];
+  const char* name[COLL_TUNER_MAX_CANDIDATES];
+  double us[COLL_TUNER_MAX_CANDIDATES];
+  size_t chunk[COLL_TUNER_MAX_CANDIDATES];
+  int nch[COLL_TUNER_MAX_CANDIDATES];
   int n, best;
 } tuneTable;
 
@@ -134,7 +136,7 @@ static void priceAlgo(collComm_t comm, const collAlgo* a, collFunc fn, size_t co
 static void priceAll(collComm_t comm, collFunc fn, size_t count, size_t esize, tuneTable* tt) {
   memset(tt, 0, sizeof *tt);
   tt->best = -1;
-  for (const collAlgo* a = collAlgoTable; a->name && tt->n < TUNE_MAX_CANDIDATES; a++) {
+  for (const collAlgo* a = collAlgoTable; a->name && tt->n < COLL_TUNER_MAX_CANDIDATES; a++) {
     if (!(a->funcMask & (1u << (unsigned)fn)) || !algoUseful(a, &comm->tuner->layout)) continue;
     int i = tt->n++;
     tt->algo[i] = a;
@@ -189,6 +191,12 @@ static size_t bucketCount(int b, size_t esize) {
   return c ? c : 1;
 }
 
+static tuneEntry* cacheEntry(struct collTunerState* t, collFunc fn, size_t count, size_t esize) {
+  int s = 0;
+  while (s + 1 < TUNE_ESIZES && ((size_t)1 << s) < esize) s++;
+  return &t->cache[fn][s][bucketOf(count * esize)];
+}
+
 static void decide(collComm_t comm, collFunc fn, size_t count, size_t esize, collTuneChoice* c) {
   tuneTable tt;
   priceAll(comm, fn, count, esize, &tt);
@@ -198,11 +206,12 @@ static void decide(collComm_t comm, collFunc fn, size_t count, size_t esize, col
   c->nchannels = tt.best >= 0 ? tt.nch[tt.best] : comm->nchannels;
   askPlugin(comm, fn, count * esize, &tt, c);
   if (collLogEnabled(COLL_LOG_INFO, COLL_SUB_TUNE)) {
-    char buf[512];
+    char buf[1024];
     formatTable(&tt, buf, sizeof buf);
-    COLL_INFO(COLL_SUB_TUNE, "tuner: %s %zu bytes nranks %d nnodes %d -> %s chunk %zu channels %d (predicted us: %s)",
-              collFnKeys[fn], count * esize, comm->nranks, comm->nnodes, c->algo ? c->algo->name : "?", c->chunkBytes,
-              c->nchannels, buf);
+    COLL_INFO(COLL_SUB_TUNE,
+              "tuner: %s %zu bytes (%zu x %zu B) nranks %d nnodes %d -> %s chunk %zu channels %d (predicted us: %s)",
+              collFnKeys[fn], count * esize, count, esize, comm->nranks, comm->nnodes, c->algo ? c->algo->name : "?",
+              c->chunkBytes, c->nchannels, buf);
   }
 }
 
@@ -212,7 +221,7 @@ collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDat
   if ((unsigned)fn >= TUNE_COLLS || esize == 0)
     return collSetError(collInvalidArgument, "tuner: no algorithms for function %d", (int)fn);
   struct collTunerState* t = comm->tuner;
-  tuneEntry* e = &t->cache[fn][bucketOf(count * esize)];
+  tuneEntry* e = cacheEntry(t, fn, count, esize);
   if (!e->valid) {
     decide(comm, fn, bucketCount(bucketOf(count * esize), esize), esize, &e->c);
     e->valid = 1;
@@ -243,13 +252,14 @@ collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDat
 }
 
 void collTunerNoteMailbox(collComm_t comm, collFunc fn, size_t count, collDataType_t dtype) {
-  size_t bytes = count * collTypeSize(dtype);
+  size_t esize = collTypeSize(dtype);
   if ((unsigned)fn >= TUNE_COLLS || !collLogEnabled(COLL_LOG_INFO, COLL_SUB_TUNE)) return;
-  tuneEntry* e = &comm->tuner->cache[fn][bucketOf(bytes)];
+  tuneEntry* e = cacheEntry(comm->tuner, fn, count, esize);
   if (e->mailboxLogged) return;
   e->mailboxLogged = 1;
-  COLL_INFO(COLL_SUB_TUNE, "tuner: %s %zu bytes nranks %d nnodes %d -> mailbox (one-shot through shared memory)",
-            collFnKeys[fn], bytes, comm->nranks, comm->nnodes);
+  COLL_INFO(COLL_SUB_TUNE,
+            "tuner: %s %zu bytes (%zu x %zu B) nranks %d nnodes %d -> mailbox (one-shot through shared memory)",
+            collFnKeys[fn], count * esize, count, esize, comm->nranks, comm->nnodes);
 }
 
 /* ---- init ------------------------------------------------------------------ */
@@ -270,16 +280,17 @@ collResult_t collTunerInit(collComm_t comm) {
   t->layout.rankNode = comm->rankNode;
   t->layout.nnodes = comm->nnodes;
   t->layout.intraShm = comm->nets[COLL_NET_INTRA] != NULL;
+  t->layout.netLinks = collTuneNetLinks(comm);
   collResult_t r = collTuneModelInit(comm, &t->layout, &t->model);
   if (r != collSuccess) return r;
   collTunerPluginLoad(&t->plugin, comm->nranks, comm->nnodes);
   const collTuneModel* m = &t->model;
   COLL_INFO(COLL_SUB_TUNE,
             "tuner model%s: shm %.1f us %.2f GB/s, tcp-local %.1f us %.2f GB/s, net %.1f us %.2f GB/s, reduce %.2f "
-            "GB/s, copy %.2f GB/s, step %.1f us, cpu share %.2f",
+            "GB/s, copy %.2f GB/s, step %.1f us, cpu share %.2f, network links per node %d",
             collParamInt(COLL_PARAM_TUNE_CALIBRATE) ? " (calibrated)" : "", m->latUs[COLL_PATH_SHM],
             m->bwGBs[COLL_PATH_SHM], m->latUs[COLL_PATH_LOCAL], m->bwGBs[COLL_PATH_LOCAL], m->latUs[COLL_PATH_NET],
-            m->bwGBs[COLL_PATH_NET], m->reduceGBs, m->copyGBs, m->stepUs, m->cpuShare);
+            m->bwGBs[COLL_PATH_NET], m->reduceGBs, m->copyGBs, m->stepUs, m->cpuShare, t->layout.netLinks);
   if (comm->rank == 0 && collLogEnabled(COLL_LOG_INFO, COLL_SUB_TUNE)) logLadder(comm);
   return collSuccess;
 }

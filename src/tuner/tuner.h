@@ -6,15 +6,19 @@
  *  2. a tuner plugin (COLL_TUNER_PLUGIN, include/coll_tuner.h) may pick
  *     among the candidates, seeing the cost model's predictions;
  *  3. otherwise the cost model (cost.h) picks the fastest candidate.
- * Decisions are cached per communicator, collective and power-of-two size
- * bucket. Every input is identical on every rank (see model.c), so all
- * ranks choose the same schedule. */
+ * Decisions are cached per communicator, collective, element size and
+ * power-of-two size bucket. Every input is identical on every rank (see
+ * model.c), so all ranks choose the same schedule. */
 #ifndef COLL_TUNER_H_
 #define COLL_TUNER_H_
 
 #include "algorithms/algorithms.h"
 #include "coll.h"
 #include "engine/sched.h"
+
+/* Candidates the tuner prices per call: at least the registry rows of any
+ * one collective (test_tuner checks it), or rows past it are never chosen. */
+#define COLL_TUNER_MAX_CANDIDATES 16
 
 typedef struct {
   const collAlgo* algo; /* registry row */

@@ -10,6 +10,9 @@
  * 1..17, 24, 32 and 64 ranks, the same roots and placements, counts 0, 1,
  * n-1, n+1, 3n+7. test_rank_perm checks perm_c and its inverse against the
  * formula for 1..64 ranks and channels 0..7.
+ * The composed hierarchical rows (hier_*: hier.c's inter-node variants and
+ * hier_leader.c's family) also run on the node layouts of makeLayout, 2..24
+ * ranks, every count and placement, rendezvous sends.
  * COLL_TEST_ALGOS_MAX_RANKS lowers the 64 (the sanitizer build uses 16).
  * One cmocka test per algorithm, so a failure names it.
  */
@@ -191,12 +194,22 @@ ALGO_TEST(direct)
 ALGO_TEST(hier_tree)
 ALGO_TEST(hier_rhd)
 ALGO_TEST(hier_direct)
+ALGO_TEST(hier_chain_ring)
+ALGO_TEST(hier_chain_tree)
+ALGO_TEST(hier_chain_rhd)
+ALGO_TEST(hier_chain_direct)
+ALGO_TEST(hier_binomial_ring)
+ALGO_TEST(hier_binomial_tree)
+ALGO_TEST(hier_binomial_rhd)
+ALGO_TEST(hier_binomial_direct)
 
 /* Every registry row is covered by a test above. */
 static void test_all_rows_listed(void** state) {
   (void)state;
-  static const char* listed[] = {"ring",  "chain",  "hier",   "tree",     "binomial",
-                                 "rhd",   "bruck",  "direct", "hier_tree", "hier_rhd", "hier_direct"};
+  static const char* listed[] = {"ring", "chain", "hier", "tree", "binomial", "rhd", "bruck", "direct",
+                                 "hier_tree", "hier_rhd", "hier_direct", "hier_chain_ring", "hier_chain_tree",
+                                 "hier_chain_rhd", "hier_chain_direct", "hier_binomial_ring", "hier_binomial_tree",
+                                 "hier_binomial_rhd", "hier_binomial_direct"};
   for (const collAlgo* a = collAlgoTable; a->name != NULL; a++) {
     int ok = 0;
     for (size_t i = 0; i < sizeof listed / sizeof listed[0]; i++) ok |= strcmp(listed[i], a->name) == 0;
@@ -240,6 +253,10 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_hier),            cmocka_unit_test(test_tree),     cmocka_unit_test(test_binomial),
       cmocka_unit_test(test_rhd),             cmocka_unit_test(test_bruck),    cmocka_unit_test(test_direct),
       cmocka_unit_test(test_hier_tree),       cmocka_unit_test(test_hier_rhd), cmocka_unit_test(test_hier_direct),
+      cmocka_unit_test(test_hier_chain_ring), cmocka_unit_test(test_hier_chain_tree),
+      cmocka_unit_test(test_hier_chain_rhd), cmocka_unit_test(test_hier_chain_direct),
+      cmocka_unit_test(test_hier_binomial_ring), cmocka_unit_test(test_hier_binomial_tree),
+      cmocka_unit_test(test_hier_binomial_rhd), cmocka_unit_test(test_hier_binomial_direct),
       cmocka_unit_test(test_rank_perm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

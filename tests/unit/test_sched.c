@@ -169,7 +169,7 @@ static void test_registry(void** state) {
   assert_null(collAlgoFind((collFunc)-1, NULL));
   int rows = 0;
   while (collAlgoTable[rows].name) rows++;
-  assert_int_equal(rows, 11);
+  assert_int_equal(rows, 19);
   assert_null(collAlgoTable[rows].build);
 }
 

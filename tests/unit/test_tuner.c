@@ -32,12 +32,15 @@ static collTuneModel unitModel(void) {
   return m;
 }
 
-/* Ring all-reduce, 4 ranks, 4000 floats per slice: 2(n-1) = 6 phases, each
- * one 4000-byte transfer each way: 1 us + 4 us = 5 us -> 30 us. */
+/* Ring all-reduce, 4 ranks on 4 nodes, 4000 floats per slice: 2(n-1) = 6
+ * phases, each one 4000-byte transfer each way over full-duplex links:
+ * 1 us + 4 us = 5 us -> 30 us. On one node (shm) the rank's CPU copies both
+ * the 4000 bytes it sends and those it receives: 8 us a phase -> 48 us. */
 static void test_cost_ring_exact(void** state) {
   (void)state;
   collTuneModel m = unitModel();
-  collTuneLayout l = {4, NULL, 1, 1};
+  int nodes[4] = {0, 1, 2, 3};
+  collTuneLayout l = {4, nodes, 4, 1, 1};
   collSliceCost c = collCostSlice(&m, &l, collAlgoFind(COLL_FN_ALLREDUCE, "ring")->build, COLL_FN_ALLREDUCE, 4000, 4);
   assert_true(c.ok);
   assert_true(fabs(c.makespanUs - 30.0) < 1e-3);
@@ -45,6 +48,11 @@ static void test_cost_ring_exact(void** state) {
   assert_true(fabs(c.latUs - 6.0) < 1e-3);  /* 6 x 1 us */
   /* a call of 10 slices on 2 channels: period max(24, 30 / 2) = 24 */
   assert_true(fabs(collCostCall(&c, 10, 2) - (30.0 + 9 * 24.0)) < 1e-3);
+  collTuneLayout one = {4, NULL, 1, 1, 1};
+  collSliceCost shm = collCostSlice(&m, &one, collAlgoFind(COLL_FN_ALLREDUCE, "ring")->build, COLL_FN_ALLREDUCE, 4000, 4);
+  assert_true(shm.ok);
+  assert_true(fabs(shm.makespanUs - 48.0) < 1e-3);
+  assert_true(fabs(shm.bwUs - 48.0) < 1e-3);
   /* latency-bound slices overlap over channels: W = 0 -> period L / channels */
   collSliceCost lat = {10.0, 0.0, 8.0, 1};
   assert_true(fabs(collCostCall(&lat, 5, 4) - (10.0 + 4 * 2.0)) < 1e-9);
@@ -56,14 +64,14 @@ static void test_cost_chain_paths(void** state) {
   (void)state;
   collTuneModel m = unitModel();
   m.stepUs = 0.5;
-  collTuneLayout l = {5, NULL, 1, 1};
+  collTuneLayout l = {5, NULL, 1, 1, 1};
   collSchedBuildFn chain = collAlgoFind(COLL_FN_BROADCAST, "chain")->build;
   collSliceCost c = collCostSlice(&m, &l, chain, COLL_FN_BROADCAST, 1000, 1);
   assert_true(c.ok);
   assert_true(fabs(c.makespanUs - 4 * (1.0 + 0.5 + 1.0)) < 1e-3);
   /* ranks 0,1 | 2,3,4 on two nodes: the 1->2 hop crosses the network */
   int nodes[5] = {0, 0, 1, 1, 1};
-  collTuneLayout two = {5, nodes, 2, 1};
+  collTuneLayout two = {5, nodes, 2, 1, 1};
   m.latUs[COLL_PATH_NET] = 20.0;
   c = collCostSlice(&m, &two, chain, COLL_FN_BROADCAST, 1000, 1);
   assert_true(fabs(c.makespanUs - (3 * 2.5 + 21.5)) < 1e-3);
@@ -80,7 +88,7 @@ static void test_cost_chain_paths(void** state) {
 static void test_cost_zero_and_oversubscribed(void** state) {
   (void)state;
   collTuneModel m = unitModel();
-  collTuneLayout l = {8, NULL, 1, 1};
+  collTuneLayout l = {8, NULL, 1, 1, 1};
   collSliceCost c = collCostSlice(&m, &l, collAlgoFind(COLL_FN_ALLREDUCE, "ring")->build, COLL_FN_ALLREDUCE, 0, 4);
   assert_true(c.ok);
   assert_true(fabs(c.makespanUs) < 1e-9);
@@ -96,6 +104,38 @@ static void test_cost_zero_and_oversubscribed(void** state) {
   assert_true(c.makespanUs < 10.0);
 }
 
+/* Broadcast of 4000 bytes on 8 ranks of one node. Alone on its core, the
+ * binomial root's 3 sends (12 us) set its pace against 8 us (receive and
+ * forward) for a chain rank. With 2 ranks per core (cpuShare 2) both move
+ * 7 transfers x 2 ends x 4 us = 56 us of copies over 8 ranks: W = the mean
+ * (7 us) x 2 = 14 us for both, above 12 (resp. 8) us x 2 / 2. */
+static void test_cost_shared_cores_balance(void** state) {
+  (void)state;
+  collTuneModel m = unitModel();
+  collTuneLayout l = {8, NULL, 1, 1, 1};
+  collSchedBuildFn chain = collAlgoFind(COLL_FN_BROADCAST, "chain")->build;
+  collSchedBuildFn binomial = collAlgoFind(COLL_FN_BROADCAST, "binomial")->build;
+  collSliceCost c = collCostSlice(&m, &l, chain, COLL_FN_BROADCAST, 4000, 1);
+  collSliceCost b = collCostSlice(&m, &l, binomial, COLL_FN_BROADCAST, 4000, 1);
+  assert_true(c.ok && b.ok);
+  assert_true(fabs(c.bwUs - 8.0) < 1e-3 && fabs(b.bwUs - 12.0) < 1e-3);
+  m.cpuShare = 2.0;
+  c = collCostSlice(&m, &l, chain, COLL_FN_BROADCAST, 4000, 1);
+  b = collCostSlice(&m, &l, binomial, COLL_FN_BROADCAST, 4000, 1);
+  assert_true(fabs(c.bwUs - 14.0) < 1e-3 && fabs(b.bwUs - 14.0) < 1e-3);
+}
+
+/* The tuner prices every registry row of a collective: none falls past its
+ * candidate table. */
+static void test_candidates_fit(void** state) {
+  (void)state;
+  for (int fn = 0; fn < COLL_FN_COUNT; fn++) {
+    int rows = 0;
+    for (const collAlgo* a = collAlgoTable; a->name; a++) rows += (a->funcMask >> fn) & 1u;
+    assert_true(rows <= COLL_TUNER_MAX_CANDIDATES);
+  }
+}
+
 /* A builder that fails is priced as infeasible, never chosen. */
 static collResult_t failingBuild(const collSchedArgs* a, collSched* s) {
   (void)a;
@@ -105,7 +145,7 @@ static collResult_t failingBuild(const collSchedArgs* a, collSched* s) {
 static void test_cost_failing_builder(void** state) {
   (void)state;
   collTuneModel m = unitModel();
-  collTuneLayout l = {3, NULL, 1, 1};
+  collTuneLayout l = {3, NULL, 1, 1, 1};
   collSliceCost c = collCostSlice(&m, &l, failingBuild, COLL_FN_ALLREDUCE, 10, 4);
   assert_false(c.ok);
   assert_true(collCostCall(&c, 1, 1) > 1e20);
@@ -228,6 +268,8 @@ int main(void) {
       cmocka_unit_test(test_cost_chain_paths),
       cmocka_unit_test(test_cost_failing_builder),
       cmocka_unit_test(test_cost_zero_and_oversubscribed),
+      cmocka_unit_test(test_cost_shared_cores_balance),
+      cmocka_unit_test(test_candidates_fit),
       cmocka_unit_test(test_choice_identical_and_small),
       cmocka_unit_test(test_plugin_overrides),
   };
