@@ -84,8 +84,12 @@ static double xferUs(const simCtx* c, int path, size_t bytes) {
   return path == COLL_PATH_NET ? t : t * c->m->cpuShare;
 }
 
+/* Extra latency of a message whose receiver waits for a core: wakeUs for
+ * each other rank per core. */
+static double wakeUs(const collTuneModel* m) { return m->cpuShare > 1.0 ? m->wakeUs * (m->cpuShare - 1.0) : 0.0; }
+
 static double latUs(const simCtx* c, int path) {
-  return c->m->latUs[path] + c->m->stepUs * c->m->cpuShare + (c->m->cpuShare > 1.0 ? c->m->wakeUs : 0.0);
+  return c->m->latUs[path] + c->m->stepUs * c->m->cpuShare + wakeUs(c->m);
 }
 
 /* Tries to finish rank r's current phase; 1 when it did. */
@@ -115,7 +119,7 @@ static int simAdvance(simCtx* c, int r) {
     int path = collCostPath(c->l, r, st->peer);
     double t = xferUs(c, path, bytes), l1 = latUs(c, path);
     /* a socket end runs the kernel's network stack on this node's cores */
-    R->cpuUs += c->m->stepUs + c->m->wakeUs / 2 + (path == COLL_PATH_SHM ? 0.0 : c->m->latUs[path] / 2);
+    R->cpuUs += c->m->stepUs + wakeUs(c->m) / 2 + (path == COLL_PATH_SHM ? 0.0 : c->m->latUs[path] / 2);
     double done = (ps > Q->start[qp] ? ps : Q->start[qp]) + l1 + t;
     if (st->kind == COLL_STEP_RECV_REDUCE) {
       double red = (double)bytes / (c->m->reduceGBs * 1e3) * c->m->cpuShare;

@@ -27,12 +27,13 @@
  * first follow in a pipeline whose period is max(W, (W + L) / channels):
  * channels overlap latencies, not bandwidth. So
  *    T(call) = M + (nslices - 1) * max(W, (W + L) / channels).
- * CPU oversubscription (more ranks than cores on a node) scales every CPU
- * term (copies, reductions, step overheads, shm transfers) by cpuShare and
- * adds wakeUs to each message latency (a waiting rank sleeps instead of
- * spinning and must be scheduled again); and the node's cores must run every
+ * CPU oversubscription (cpuShare > 1 ranks per core on a node) scales every
+ * CPU term (copies, reductions, step overheads, shm transfers) by cpuShare
+ * and adds wake = wakeUs x (cpuShare - 1) to each message latency (a
+ * waiting rank yields or sleeps instead of spinning and must be scheduled
+ * again after the other ranks of its core); and the node's cores must run every
  * transfer end: with C = cpuShare x the mean over ranks of the sum over
- * their transfer ends of (stepUs + wakeUs / 2, plus lat / 2 for a socket
+ * their transfer ends of (stepUs + wake / 2, plus lat / 2 for a socket
  * path, whose latency is mostly kernel CPU time on the same cores),
  * M becomes max(M, C) + min(M, C) / 2 (the other ranks' work delays the
  * critical path; fitted to 8 B all-reduce on 4 and 8 ranks over 2 cores)
@@ -71,7 +72,7 @@ typedef struct {
   double copyGBs;                /* local copy, GB/s */
   double stepUs;                 /* software overhead per transfer, us */
   double cpuShare;               /* >= 1: ranks per core, busiest node */
-  double wakeUs;                 /* extra latency per message when cpuShare > 1 */
+  double wakeUs;                 /* extra latency per message and per other rank on a core */
 } collTuneModel;
 
 /* Layout the simulation needs: node of each rank (NULL = one node),

@@ -71,7 +71,9 @@ static void modelDefaults(collComm_t comm, const collTuneLayout* l, collTuneMode
   m->reduceGBs = 0.4 * memBw;
   m->copyGBs = memBw;
   m->stepUs = 1.0;
-  m->wakeUs = 20.0; /* 8 B ring on 8 ranks over 2 cores: ~27 us per hop (2026-11-29) */
+  /* 8 B ring on 8 ranks over 2 cores: ~27 us per hop, 20 of them waiting
+   * for the 3 other ranks of the core (2026-11-29) */
+  m->wakeUs = 20.0 / 3.0;
   m->cpuShare = 1.0;
 }
 

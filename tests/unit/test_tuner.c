@@ -83,7 +83,7 @@ static void test_cost_chain_paths(void** state) {
 /* Steps that move no data are no-ops in the engine: free in the model. On 8
  * ranks over 2 cores (cpuShare 4) the cores must run every transfer end:
  * a one-shot all-reduce of 2 floats has 14 ends per rank, so it takes
- * C = 14 x 4 x (wakeUs / 2 + stepUs) = 14 x 4 x 11 = 616 us, although its
+ * C = 14 x 4 x (wake / 2 + stepUs) = 14 x 4 x 11 = 616 us (wake = 20 us), although its
  * critical path M is one message: max(M, C) + min(M, C) / 2. */
 static void test_cost_zero_and_oversubscribed(void** state) {
   (void)state;
@@ -93,7 +93,7 @@ static void test_cost_zero_and_oversubscribed(void** state) {
   assert_true(c.ok);
   assert_true(fabs(c.makespanUs) < 1e-9);
   m.cpuShare = 4.0;
-  m.wakeUs = 20.0;
+  m.wakeUs = 20.0 / 3.0; /* x (cpuShare - 1) = 20 us per message */
   m.stepUs = 1.0;
   c = collCostSlice(&m, &l, collAlgoFind(COLL_FN_ALLREDUCE, "direct")->build, COLL_FN_ALLREDUCE, 2, 4);
   assert_true(c.ok);
