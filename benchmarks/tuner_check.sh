@@ -280,11 +280,14 @@ allratios = []
 def summary(ratios, what):
     """ratios: (tuner/best, pick/best or None, size)"""
     picks = [(p, sz) for _, p, sz in ratios if p is not None]
-    w, wp = max((r, sz) for r, _, sz in ratios), max(picks) if picks else (0, 0)
-    return ("pick/best within 15%% at %d of %d %s (%d: the fastest), worst %.2f at %d B; "
-            "tuner/best within 15%% at %d of %d, worst %.2f at %d B"
-            % (sum(p <= 1.15 for p, _ in picks), len(picks), what, sum(p <= 1.0 for p, _ in picks),
-               wp[0], wp[1], sum(r <= 1.15 for r, _, _ in ratios), len(ratios), w[0], w[1]))
+    w = max((r, sz) for r, _, sz in ratios)
+    out = ""
+    if picks:  # the forced run of the pick exists (not with -a leaving it out)
+        wp = max(picks)
+        out = "pick/best within 15%% at %d of %d %s (%d: the fastest), worst %.2f at %d B; " % (
+            sum(p <= 1.15 for p, _ in picks), len(picks), what, sum(p <= 1.0 for p, _ in picks), wp[0], wp[1])
+    return out + "tuner/best within 15%% at %d of %d, worst %.2f at %d B" % (
+        sum(r <= 1.15 for r, _, _ in ratios), len(ratios), w[0], w[1])
 
 def fmt(t):
     return "FAIL" if t is None else ("%.0f" % t if t >= 1000 else "%.1f" % t)
