@@ -128,27 +128,14 @@ static collResult_t leaderBuild(const collSchedArgs* a, collSched* s, collSchedB
   return e.err;
 }
 
-collResult_t collHierChainRingBuild(const collSchedArgs* a, collSched* s) {
-  return leaderBuild(a, s, collChainBuild, collRingBuild);
-}
-collResult_t collHierChainTreeBuild(const collSchedArgs* a, collSched* s) {
-  return leaderBuild(a, s, collChainBuild, collTreeBuild);
-}
-collResult_t collHierChainRhdBuild(const collSchedArgs* a, collSched* s) {
-  return leaderBuild(a, s, collChainBuild, collRhdBuild);
-}
-collResult_t collHierChainDirectBuild(const collSchedArgs* a, collSched* s) {
-  return leaderBuild(a, s, collChainBuild, collDirectBuild);
-}
-collResult_t collHierBinomialRingBuild(const collSchedArgs* a, collSched* s) {
-  return leaderBuild(a, s, collBinomialBuild, collRingBuild);
-}
-collResult_t collHierBinomialTreeBuild(const collSchedArgs* a, collSched* s) {
-  return leaderBuild(a, s, collBinomialBuild, collTreeBuild);
-}
-collResult_t collHierBinomialRhdBuild(const collSchedArgs* a, collSched* s) {
-  return leaderBuild(a, s, collBinomialBuild, collRhdBuild);
-}
-collResult_t collHierBinomialDirectBuild(const collSchedArgs* a, collSched* s) {
-  return leaderBuild(a, s, collBinomialBuild, collDirectBuild);
-}
+/* The registry's entry points: hier_<intra>_<inter>. */
+#define LEADER_ROW(name, intra, inter) \
+  collResult_t name(const collSchedArgs* a, collSched* s) { return leaderBuild(a, s, intra, inter); }
+LEADER_ROW(collHierChainRingBuild, collChainBuild, collRingBuild)
+LEADER_ROW(collHierChainTreeBuild, collChainBuild, collTreeBuild)
+LEADER_ROW(collHierChainRhdBuild, collChainBuild, collRhdBuild)
+LEADER_ROW(collHierChainDirectBuild, collChainBuild, collDirectBuild)
+LEADER_ROW(collHierBinomialRingBuild, collBinomialBuild, collRingBuild)
+LEADER_ROW(collHierBinomialTreeBuild, collBinomialBuild, collTreeBuild)
+LEADER_ROW(collHierBinomialRhdBuild, collBinomialBuild, collRhdBuild)
+LEADER_ROW(collHierBinomialDirectBuild, collBinomialBuild, collDirectBuild)
