@@ -53,6 +53,14 @@ static pthread_once_t collTunerOnce = PTHREAD_ONCE_INIT;
 static const char* collFnKeys[COLL_FN_COUNT] = {"allreduce", "allgather", "reducescatter", "broadcast",
                                                 "reduce",    "send",      "recv"};
 
+/* A token that names no algorithm or no collective: every collective is
+ * forced to it, so each call fails with "no algorithm <token> for <coll>"
+ * instead of a typo silently changing nothing. */
+static void collTunerPoison(const char* tok, const char* why) {
+  COLL_WARN(COLL_SUB_TUNE, "COLL_ALGO: %s \"%s\"; every collective call fails until it is fixed", why, tok);
+  for (int f = 0; f < COLL_FN_COUNT; f++) snprintf(collForced[f], sizeof collForced[f], "%s", tok);
+}
+
 static void collTunerLoad(void) {
   const char* env = collParamStr(COLL_SPARAM_ALGO);
   if (!env || !*env) return;
@@ -68,7 +76,10 @@ static void collTunerLoad(void) {
           snprintf(collForced[f], sizeof collForced[f], "%s", tok);
           used = 1;
         }
-      if (!used) COLL_WARN(COLL_SUB_TUNE, "COLL_ALGO: no collective has an algorithm \"%s\"; ignored", tok);
+      if (!used) {
+        collTunerPoison(tok, "no collective has an algorithm");
+        return;
+      }
       continue;
     }
     *colon = 0;
@@ -78,7 +89,11 @@ static void collTunerLoad(void) {
         snprintf(collForced[f], sizeof collForced[f], "%s", colon + 1);
         matched = 1;
       }
-    if (!matched) COLL_WARN(COLL_SUB_TUNE, "COLL_ALGO: unknown collective \"%s\" ignored", tok);
+    if (!matched) {
+      *colon = ':';
+      collTunerPoison(tok, "unknown collective in");
+      return;
+    }
   }
 }
 
@@ -233,8 +248,13 @@ collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDat
       e->forcedName = e->forcedAlgo ? forcedAlgo : NULL;
       if (e->forcedAlgo) {
         double us;
-        priceAlgo(comm, e->forcedAlgo, fn, bucketCount(bucketOf(count * esize), esize), esize, &us, &e->forcedChunk,
-                  &e->forcedNch);
+        size_t bc = bucketCount(bucketOf(count * esize), esize);
+        priceAlgo(comm, e->forcedAlgo, fn, bc, esize, &us, &e->forcedChunk, &e->forcedNch);
+        COLL_INFO(COLL_SUB_TUNE,
+                  "tuner: %s %zu bytes (%zu x %zu B) nranks %d nnodes %d -> %s chunk %zu channels %d (forced by "
+                  "COLL_ALGO; predicted us %.1f)",
+                  collFnKeys[fn], bc * esize, bc, esize, comm->nranks, comm->nnodes, e->forcedAlgo->name,
+                  e->forcedChunk, e->forcedNch, us);
       }
     }
     out->algo = e->forcedAlgo;
