@@ -185,17 +185,19 @@ collResult_t collTuneModelInit(collComm_t comm, const collTuneLayout* l, collTun
 int collTuneNetLinks(collComm_t comm) {
   const struct collTopo* t = comm->topo;
   if (!t || !comm->rankNode || comm->nnodes <= 1) return 1;
+  int* links = calloc((size_t)comm->nnodes, sizeof(int)); /* distinct known NICs per node */
+  if (!links) return 1;
+  for (int r = 0; r < comm->nranks; r++) {
+    int nic = t->peers[r].rank.nic, node = comm->rankNode[r], seen = 0;
+    if (nic < 0 || node < 0 || node >= comm->nnodes) continue;
+    for (int q = 0; q < r && !seen; q++) seen = comm->rankNode[q] == node && t->peers[q].rank.nic == nic;
+    links[node] += !seen;
+  }
   int fewest = 0;
   for (int node = 0; node < comm->nnodes; node++) {
-    int links = 0;
-    for (int r = 0; r < comm->nranks; r++) {
-      int nic = t->peers[r].rank.nic, seen = 0;
-      if (comm->rankNode[r] != node || nic < 0) continue;
-      for (int q = 0; q < r && !seen; q++) seen = comm->rankNode[q] == node && t->peers[q].rank.nic == nic;
-      links += !seen;
-    }
-    if (links < 1) links = 1; /* unknown NICs: assume the node's ranks share one */
-    if (fewest == 0 || links < fewest) fewest = links;
+    int n = links[node] > 0 ? links[node] : 1; /* unknown NICs: the node's ranks share one */
+    if (fewest == 0 || n < fewest) fewest = n;
   }
+  free(links);
   return fewest;
 }
