@@ -18,18 +18,28 @@
  *    receiver (collRemoteError), never a write past the buffer;
  *  - no call blocks longer than it takes to make local progress;
  *  - a closed or broken connection turns into collRemoteError from test.
- * Third-party transports export `collNetPlugin_v1` (a collNet_v1_t) from a
+ *  - every message carries a 64-bit tag chosen by the sender (the engine puts
+ *    a signature of the call there); the receiver's test reports it. The
+ *    transport only carries it: it never matches or reorders by tag;
+ *  - report failures with the callbacks' setError (the message reaches
+ *    collGetLastError and the communicator's error) and return the code.
+ * Third-party transports export `collNetPlugin_v2` (a collNet_v2_t) from a
  * shared object named by COLL_NET_PLUGIN.
+ *
+ * Version history: v1 had no tags, 64-byte handles, no PCI path and a bare
+ * log callback.
  */
 #ifndef COLL_NET_H_
 #define COLL_NET_H_
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "coll.h"
 
-#define COLL_NET_VERSION 1
-#define COLL_NET_HANDLE_BYTES 64
+#define COLL_NET_VERSION 2
+/* bytes of a listen handle (opaque to coll, sent through the bootstrap) */
+#define COLL_NET_HANDLE_BYTES 128
 
 /* Memory types of a buffer. */
 #define COLL_PTR_HOST 0x1
@@ -42,15 +52,30 @@ typedef struct {
   double latencyUs;   /* one-way latency estimate in microseconds */
   size_t maxMessage;  /* largest isend/irecv size in bytes */
   int hasPut;         /* 1 if iput is supported (one-sided RDMA) */
+  char pciPath[256];  /* sysfs path of the device's PCI function ("" if none:
+                         loopback, software devices): matched to the topology */
+  uint64_t guid;      /* unique id of the device or port (IB port GUID, MAC),
+                         0 if unknown; equal guids are the same NIC */
+  int port;           /* physical port (IB), 0 if not applicable */
 } collNetProperties_t;
 
 typedef void (*collNetLogFn)(int level, const char* fmt, ...);
 
-typedef struct collNet_v1 {
-  size_t size;      /* sizeof(collNet_v1_t) */
+/* What coll hands a transport at init. Both functions are thread-safe. */
+typedef struct {
+  size_t size;      /* sizeof(collNetCallbacks_t) */
+  /* level: 1 WARN, 2 INFO, 3 TRACE; shown per COLL_DEBUG (subsystem NET) */
+  collNetLogFn log;
+  /* Records the message for the error the transport returns next (on this
+   * thread): it reaches collGetLastError and the communicator's error. */
+  void (*setError)(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+} collNetCallbacks_t;
+
+typedef struct collNet_v2 {
+  size_t size;      /* sizeof(collNet_v2_t) */
   int version;      /* COLL_NET_VERSION */
   const char* name; /* "tcp", "ib", ... */
-  collResult_t (*init)(collNetLogFn log);
+  collResult_t (*init)(const collNetCallbacks_t* cb);
   collResult_t (*devices)(int* ndev);
   collResult_t (*getProperties)(int dev, collNetProperties_t* props);
   /* Opens a listening endpoint on dev; writes COLL_NET_HANDLE_BYTES to handle. */
@@ -63,13 +88,18 @@ typedef struct collNet_v1 {
   collResult_t (*regMr)(void* comm, void* data, size_t size, int ptrType,
                         void** mhandle);
   collResult_t (*deregMr)(void* comm, void* mhandle);
-  /* Non-blocking send/recv of `size` bytes; *request NULL means "retry". */
+  /* Non-blocking send/recv of `size` bytes; *request NULL means "retry".
+   * isend's tag travels with the message. irecv's tag is what the receiver
+   * expects: a transport may use it to fail early (a sender that sees the
+   * receiver's expected tag), but need not compare. */
   collResult_t (*isend)(void* sendComm, const void* data, size_t size,
-                        void* mhandle, void** request);
+                        uint64_t tag, void* mhandle, void** request);
   collResult_t (*irecv)(void* recvComm, void* data, size_t size,
-                        void* mhandle, void** request);
-  /* Makes progress; *done = 1 when finished (request freed), *size = bytes. */
-  collResult_t (*test)(void* request, int* done, size_t* size);
+                        uint64_t tag, void* mhandle, void** request);
+  /* Makes progress; *done = 1 when finished (request freed), *size = bytes
+   * (receive: the message's length), *tag = the sender's tag (receive; the
+   * posted tag for a send). size and tag may be NULL. */
+  collResult_t (*test)(void* request, int* done, size_t* size, uint64_t* tag);
   /* One-sided write into a peer's registered memory (RDMA); optional. */
   collResult_t (*iput)(void* sendComm, const void* data, size_t size,
                        void* mhandle, unsigned long long remoteAddr,
@@ -84,6 +114,6 @@ typedef struct collNet_v1 {
   collResult_t (*closeRecv)(void* recvComm);
   collResult_t (*closeListen)(void* listenComm);
   collResult_t (*fini)(void);
-} collNet_v1_t;
+} collNet_v2_t;
 
 #endif

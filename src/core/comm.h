@@ -67,7 +67,7 @@ struct collComm {
   uint64_t commHash;
   collBootstrap boot;
   collPeerInfo* peers;
-  const collNet_v1_t* nets[COLL_NET_KINDS]; /* [INTRA] NULL when unavailable */
+  const collNet_v2_t* nets[COLL_NET_KINDS]; /* [INTRA] NULL when unavailable */
   void* listenComms[COLL_NET_KINDS];
   uint8_t* peerKind; /* [nranks]: COLL_NET_INTER or COLL_NET_INTRA */
   int netDev;
@@ -125,7 +125,7 @@ collResult_t collCommCheck(collComm_t comm, const char* fn);
 collResult_t collCommEnter(collComm_t comm, const char* fn);
 void collCommLeave(collComm_t comm);
 /* The transport that carries traffic with `peer`. */
-static inline const collNet_v1_t* collPeerNet(const struct collComm* comm, int peer) {
+static inline const collNet_v2_t* collPeerNet(const struct collComm* comm, int peer) {
   return comm->nets[comm->peerKind[peer]];
 }
 /* Host name of a rank, for messages. */

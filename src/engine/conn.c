@@ -42,11 +42,11 @@ int collConnHelloValid(const void* buf, size_t len, uint64_t secret, int nranks,
 }
 
 /* Waits for one transport request with the comm's deadline and abort flag. */
-static collResult_t collConnWait(collComm_t comm, const collNet_v1_t* net, void* req, size_t* size,
+static collResult_t collConnWait(collComm_t comm, const collNet_v2_t* net, void* req, size_t* size,
                                  double deadline) {
   int done = 0;
   while (!done) {
-    collResult_t r = net->test(req, &done, size);
+    collResult_t r = net->test(req, &done, size, NULL);
     if (r != collSuccess) return r;
     if (comm->abortFlag) return collSetError(collRemoteError, "communicator aborted");
     if (deadline > 0 && collTimeNow() > deadline) return collSetError(collTimeout, "connection handshake timed out");
@@ -62,7 +62,7 @@ collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** o
   collConn* c = &comm->conns[channel * comm->nranks + peer];
   if (c->sendComm) { *out = c->sendComm; return collSuccess; }
   double deadline = collConnDeadline(comm);
-  const collNet_v1_t* net = collPeerNet(comm, peer);
+  const collNet_v2_t* net = collPeerNet(comm, peer);
   void* sc = NULL;
   while (!sc) {
     collResult_t r = net->connect(comm->netDev, comm->peers[peer].netHandle[comm->peerKind[peer]], &sc);
@@ -77,7 +77,7 @@ collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** o
   collConnHello h = {COLL_CONN_MAGIC, comm->rank, channel, 0, comm->boot.secret};
   void* req = NULL;
   collResult_t r = collSuccess;
-  while (!req && r == collSuccess) r = net->isend(sc, &h, sizeof h, NULL, &req);
+  while (!req && r == collSuccess) r = net->isend(sc, &h, sizeof h, 0, NULL, &req);
   size_t sz;
   if (r == collSuccess) r = collConnWait(comm, net, req, &sz, deadline);
   if (r != collSuccess) {
@@ -99,7 +99,7 @@ static int collConnPeerGone(collComm_t comm, int peer) {
   if (comm->peers[peer].hostHash == comm->peers[comm->rank].hostHash && comm->peers[peer].pid > 0 &&
       kill(comm->peers[peer].pid, 0) != 0 && errno == ESRCH)
     return 1;
-  const collNet_v1_t* net = collPeerNet(comm, peer);
+  const collNet_v2_t* net = collPeerNet(comm, peer);
   for (int c = 0; c < comm->maxChannels; c++) {
     collConn* k = &comm->conns[c * comm->nranks + peer];
     void* ends[2] = {k->sendComm, k->recvComm};
@@ -121,7 +121,7 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
   }
   double deadline = collConnDeadline(comm);
   int kind = comm->peerKind[peer];
-  const collNet_v1_t* net = comm->nets[kind];
+  const collNet_v2_t* net = comm->nets[kind];
   double nextCheck = collTimeNow() + 0.1;
   while (!want->recvComm) {
     void* rc = NULL;
@@ -150,7 +150,7 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
     collConnHello h;
     void* req = NULL;
     size_t sz = 0;
-    while (!req && r == collSuccess) r = net->irecv(rc, &h, sizeof h, NULL, &req);
+    while (!req && r == collSuccess) r = net->irecv(rc, &h, sizeof h, 0, NULL, &req);
     if (r == collSuccess) r = collConnWait(comm, net, req, &sz, collTimeNow() + 10.0);
     int hr = -1, hc = -1;
     if (r != collSuccess ||
@@ -172,7 +172,7 @@ void collEngineCloseConns(collComm_t comm) {
   collMailboxMarkFailed(comm);
   if (!comm->conns || !comm->peerKind) return;
   for (int i = 0; i < comm->maxChannels * comm->nranks; i++) {
-    const collNet_v1_t* net = collPeerNet(comm, i % comm->nranks);
+    const collNet_v2_t* net = collPeerNet(comm, i % comm->nranks);
     if (comm->conns[i].sendComm) net->closeSend(comm->conns[i].sendComm);
     if (comm->conns[i].recvComm) net->closeRecv(comm->conns[i].recvComm);
     comm->conns[i].sendComm = comm->conns[i].recvComm = NULL;

@@ -161,17 +161,17 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
     size_t n = step->kind == COLL_STEP_SEND ? step->src.count : step->dst.count;
     size_t bytes = n * x->esize;
     collConn* conn = step->peer >= 0 ? &comm->conns[c * comm->nranks + step->peer] : NULL;
-    const collNet_v1_t* net = step->peer >= 0 ? collPeerNet(comm, step->peer) : NULL;
+    const collNet_v2_t* net = step->peer >= 0 ? collPeerNet(comm, step->peer) : NULL;
     if (st[i].state == 0) {
       collResult_t r = collSuccess;
       if (n == 0) {
         st[i].state = 2;
       } else if (step->kind == COLL_STEP_SEND) {
-        r = net->isend(conn->sendComm, collRegionPtr(x, ch, run, &step->src), bytes, NULL, &st[i].req);
+        r = net->isend(conn->sendComm, collRegionPtr(x, ch, run, &step->src), bytes, 0, NULL, &st[i].req);
       } else if (step->kind == COLL_STEP_RECV) {
-        r = net->irecv(conn->recvComm, collRegionPtr(x, ch, run, &step->dst), bytes, NULL, &st[i].req);
+        r = net->irecv(conn->recvComm, collRegionPtr(x, ch, run, &step->dst), bytes, 0, NULL, &st[i].req);
       } else if (step->kind == COLL_STEP_RECV_REDUCE) {
-        r = net->irecv(conn->recvComm, ch->staging + st[i].stagingOff, bytes, NULL, &st[i].req);
+        r = net->irecv(conn->recvComm, ch->staging + st[i].stagingOff, bytes, 0, NULL, &st[i].req);
       } else if (step->kind == COLL_STEP_COPY) {
         memmove(collRegionPtr(x, ch, run, &step->dst), collRegionPtr(x, ch, run, &step->src), bytes);
         st[i].state = 2;
@@ -193,7 +193,7 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
     if (st[i].state == 1) {
       int done = 0;
       size_t got = 0;
-      collResult_t r = net->test(st[i].req, &done, &got);
+      collResult_t r = net->test(st[i].req, &done, &got, NULL);
       if (r != collSuccess) {
         *err = collSetError(r, "rank %d: transfer with rank %d (%s) failed: %s", comm->rank, step->peer,
                             collCommPeerHost(comm, step->peer), collLastErrorMessage());

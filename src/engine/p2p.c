@@ -66,10 +66,10 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
     size_t off = l->k * chunk, len = bytes - off < chunk ? bytes - off : chunk;
     collConn* conn = &comm->conns[l->channel * comm->nranks + l->peer];
     void* nc = l->isRecv ? conn->recvComm : conn->sendComm;
-    const collNet_v1_t* net = collPeerNet(comm, l->peer);
+    const collNet_v2_t* net = collPeerNet(comm, l->peer);
     if (!l->req) {
-      collResult_t r = l->isRecv ? net->irecv(nc, (char*)o->recvbuff + off, len, NULL, &l->req)
-                                 : net->isend(nc, (const char*)o->sendbuff + off, len, NULL, &l->req);
+      collResult_t r = l->isRecv ? net->irecv(nc, (char*)o->recvbuff + off, len, 0, NULL, &l->req)
+                                 : net->isend(nc, (const char*)o->sendbuff + off, len, 0, NULL, &l->req);
       if (r != collSuccess) {
         *err = collSetError(r, "rank %d: posting to rank %d (%s) failed: %s", comm->rank, l->peer,
                             collCommPeerHost(comm, l->peer), collLastErrorMessage());
@@ -80,7 +80,7 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
     }
     int done = 0;
     size_t got = 0;
-    collResult_t r = net->test(l->req, &done, &got);
+    collResult_t r = net->test(l->req, &done, &got, NULL);
     if (r != collSuccess) {
       *err = collSetError(r, "rank %d: %s rank %d (%s) failed: %s", comm->rank, l->isRecv ? "receive from" : "send to",
                           l->peer, collCommPeerHost(comm, l->peer), collLastErrorMessage());

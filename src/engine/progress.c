@@ -27,7 +27,7 @@ void collIdleFutex(collIdle* w, _Atomic uint32_t* word, uint32_t val, _Atomic in
   w->futexSleepers = sleepers;
 }
 
-void collIdleAdd(collIdle* w, const collNet_v1_t* net, void* netComm, short events) {
+void collIdleAdd(collIdle* w, const collNet_v2_t* net, void* netComm, short events) {
   if (w->nfds >= COLL_MAX_POLLFDS) return;
   w->nets[w->nfds] = net;
   w->comms[w->nfds] = netComm;

@@ -267,7 +267,7 @@ collResult_t collTopoInit(collComm_t comm) {
   }
   collNetProperties_t props;
   memset(&props, 0, sizeof props);
-  const collNet_v1_t* net = comm->nets[COLL_NET_INTER];
+  const collNet_v2_t* net = comm->nets[COLL_NET_INTER];
   if (net && net->getProperties(comm->netDev, &props) != collSuccess) memset(&props, 0, sizeof props);
   collTopoPlaceArg arg = {props.name, &peers[comm->rank], NULL, t->pinWhy, sizeof t->pinWhy, ""};
   collResult_t r = collTopoWithLocal(placeFn, &arg);

@@ -85,11 +85,11 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint8_t* buf = malloc(POSTED + 2 * GUARD);
     memset(buf, 0xA5, POSTED + 2 * GUARD);
     void* req = NULL;
-    if (collNetShm.irecv(rc, buf + GUARD, POSTED, NULL, &req) == collSuccess && req) {
+    if (collNetShm.irecv(rc, buf + GUARD, POSTED, 0, NULL, &req) == collSuccess && req) {
       int done = 0;
       size_t got = 0;
       for (int i = 0; i < 200 && !done; i++)
-        if (collNetShm.test(req, &done, &got) != collSuccess) break;
+        if (collNetShm.test(req, &done, &got, NULL) != collSuccess) break;
       if (done && got > POSTED) abort();
     }
     for (int i = 0; i < GUARD; i++)

@@ -39,12 +39,12 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   uint8_t* buf = malloc(posted + 2 * GUARD);
   memset(buf, 0xA5, posted + 2 * GUARD);
   void* req = NULL;
-  if (collNetTcp.irecv(rc, buf + GUARD, posted, NULL, &req) == collSuccess && req) {
+  if (collNetTcp.irecv(rc, buf + GUARD, posted, 0, NULL, &req) == collSuccess && req) {
     int done = 0;
     size_t got = 0;
     double deadline = collTimeNow() + 5;
     while (!done && collTimeNow() < deadline)
-      if (collNetTcp.test(req, &done, &got) != collSuccess) break;
+      if (collNetTcp.test(req, &done, &got, NULL) != collSuccess) break;
     if (done && got > posted) abort();
   }
   for (size_t i = 0; i < GUARD; i++)

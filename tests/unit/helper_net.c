@@ -33,7 +33,7 @@ int netCheck(const uint8_t* b, size_t n, unsigned seed) {
 
 /* ---- one connection ----------------------------------------------------- */
 
-void* netAcceptOne(const collNet_v1_t* net, void* l) {
+void* netAcceptOne(const collNet_v2_t* net, void* l) {
   void* rc = NULL;
   for (int i = 0; i < 5000 && !rc; i++) {
     if (net->accept(l, &rc) != collSuccess) return NULL;
@@ -42,7 +42,7 @@ void* netAcceptOne(const collNet_v1_t* net, void* l) {
   return rc;
 }
 
-void netMakePair(const collNet_v1_t* net, netPair_t* p) {
+void netMakePair(const collNet_v2_t* net, netPair_t* p) {
   char handle[COLL_NET_HANDLE_BYTES];
   assert_int_equal(net->listen(0, handle, &p->listen), collSuccess);
   assert_non_null(p->listen);
@@ -52,25 +52,25 @@ void netMakePair(const collNet_v1_t* net, netPair_t* p) {
   assert_non_null(p->recv);
 }
 
-void netClosePair(const collNet_v1_t* net, netPair_t* p) {
+void netClosePair(const collNet_v2_t* net, netPair_t* p) {
   assert_int_equal(net->closeSend(p->send), collSuccess);
   assert_int_equal(net->closeRecv(p->recv), collSuccess);
   assert_int_equal(net->closeListen(p->listen), collSuccess);
 }
 
-collResult_t netWaitReq(const collNet_v1_t* net, void* req, size_t* size) {
+collResult_t netWaitReq(const collNet_v2_t* net, void* req, size_t* size) {
   int done = 0;
   for (;;) {
-    collResult_t r = net->test(req, &done, size);
+    collResult_t r = net->test(req, &done, size, NULL);
     if (r != collSuccess || done) return r;
   }
 }
 
-collResult_t netWaitPoll(const collNet_v1_t* net, void* comm, void* req, size_t* size, int isSend,
+collResult_t netWaitPoll(const collNet_v2_t* net, void* comm, void* req, size_t* size, int isSend,
                          int* lostWakeups) {
   int done = 0;
   for (;;) {
-    collResult_t r = net->test(req, &done, size);
+    collResult_t r = net->test(req, &done, size, NULL);
     if (r != collSuccess || done) return r;
     int fd = -1;
     if (net->getPollFd(comm, &fd) != collSuccess || fd < 0) return collInternalError;
@@ -83,16 +83,16 @@ collResult_t netWaitPoll(const collNet_v1_t* net, void* comm, void* req, size_t*
   }
 }
 
-void* netPost(const collNet_v1_t* net, void* comm, int isSend, void* buf, size_t n) {
+void* netPost(const collNet_v2_t* net, void* comm, int isSend, void* buf, size_t n) {
   void* req = NULL;
   while (!req) {
-    collResult_t r = isSend ? net->isend(comm, buf, n, NULL, &req) : net->irecv(comm, buf, n, NULL, &req);
+    collResult_t r = isSend ? net->isend(comm, buf, n, 0, NULL, &req) : net->irecv(comm, buf, n, 0, NULL, &req);
     if (r != collSuccess) return NULL;
   }
   return req;
 }
 
-void* netPostOk(const collNet_v1_t* net, void* comm, int isSend, void* buf, size_t n) {
+void* netPostOk(const collNet_v2_t* net, void* comm, int isSend, void* buf, size_t n) {
   void* req = netPost(net, comm, isSend, buf, n);
   assert_non_null(req);
   return req;
@@ -100,7 +100,7 @@ void* netPostOk(const collNet_v1_t* net, void* comm, int isSend, void* buf, size
 
 /* ---- streams ------------------------------------------------------------ */
 
-netStream_t netStreamInit(const collNet_v1_t* net, const netStreamOpts_t* opts, void* comm, int count,
+netStream_t netStreamInit(const collNet_v2_t* net, const netStreamOpts_t* opts, void* comm, int count,
                           const size_t* sizes, unsigned seed) {
   netStream_t s = {net, *opts, comm, count, sizes, seed, 0, 0};
   return s;
@@ -182,7 +182,7 @@ void* netRecvStream(void* arg) {
   return NULL;
 }
 
-void netRunStream(const collNet_v1_t* net, const netStreamOpts_t* opts, netPair_t* p, int count,
+void netRunStream(const collNet_v2_t* net, const netStreamOpts_t* opts, netPair_t* p, int count,
                   const size_t* sizes, unsigned seed) {
   netStream_t tx = netStreamInit(net, opts, p->send, count, sizes, seed);
   netStream_t rx = netStreamInit(net, opts, p->recv, count, sizes, seed);
@@ -197,14 +197,14 @@ void netRunStream(const collNet_v1_t* net, const netStreamOpts_t* opts, netPair_
 
 /* ---- shared checks and test bodies -------------------------------------- */
 
-void netCheckTable(const collNet_v1_t* net, const char* name, const char* devName,
+void netCheckTable(const collNet_v2_t* net, const char* name, const char* devName,
                    collNetProperties_t* p) {
   int ndev = 0;
   assert_int_equal(net->version, COLL_NET_VERSION);
-  assert_int_equal(net->size, sizeof(collNet_v1_t));
+  assert_int_equal(net->size, sizeof(collNet_v2_t));
   assert_string_equal(net->name, name);
   void* const* fns = (void* const*)&net->init; /* every operation is present */
-  for (size_t i = 0; i < (sizeof(collNet_v1_t) - offsetof(collNet_v1_t, init)) / sizeof(void*); i++)
+  for (size_t i = 0; i < (sizeof(collNet_v2_t) - offsetof(collNet_v2_t, init)) / sizeof(void*); i++)
     assert_non_null(fns[i]);
   assert_int_equal(net->init(NULL), collSuccess);
   assert_int_equal(net->devices(&ndev), collSuccess);
@@ -218,7 +218,7 @@ void netCheckTable(const collNet_v1_t* net, const char* name, const char* devNam
   assert_int_equal(net->getProperties(1, &other), collInvalidArgument);
 }
 
-void netCheckStubs(const collNet_v1_t* net, netPair_t* q) {
+void netCheckStubs(const collNet_v2_t* net, netPair_t* q) {
   void* mh = NULL;
   char buf[8];
   assert_int_equal(net->regMr(q->send, buf, 8, COLL_PTR_HOST, &mh), collSuccess);
@@ -231,17 +231,17 @@ void netCheckStubs(const collNet_v1_t* net, netPair_t* q) {
   req = (void*)1;
   assert_int_equal(net->iflush(q->recv, buf, 8, mh, &req), collSuccess);
   assert_null(req); /* nothing to wait for */
-  assert_int_equal(net->isend(q->recv, buf, 8, NULL, &req), collInvalidUsage); /* wrong side */
+  assert_int_equal(net->isend(q->recv, buf, 8, 0, NULL, &req), collInvalidUsage); /* wrong side */
 }
 
-void netTestManyInFlight(const collNet_v1_t* net, const netStreamOpts_t* opts) {
+void netTestManyInFlight(const collNet_v2_t* net, const netStreamOpts_t* opts) {
   netPair_t q;
   netMakePair(net, &q);
   netRunStream(net, opts, &q, 600, NULL, 1000);
   netClosePair(net, &q);
 }
 
-void netTestTestDrivesEarlier(const collNet_v1_t* net) {
+void netTestTestDrivesEarlier(const collNet_v2_t* net) {
   netPair_t q;
   netMakePair(net, &q);
   enum { K = 8 };
@@ -260,9 +260,9 @@ void netTestTestDrivesEarlier(const collNet_v1_t* net) {
   assert_int_equal(n, 1700);
   for (int k = 0; k < K - 1; k++) {
     int done = 0;
-    assert_int_equal(net->test(sr[k], &done, &n), collSuccess);
+    assert_int_equal(net->test(sr[k], &done, &n, NULL), collSuccess);
     assert_int_equal(done, 1);
-    assert_int_equal(net->test(rr[k], &done, &n), collSuccess);
+    assert_int_equal(net->test(rr[k], &done, &n, NULL), collSuccess);
     assert_int_equal(done, 1);
     assert_int_equal(n, 1000 + (size_t)k * 100);
   }
@@ -274,18 +274,18 @@ void netTestTestDrivesEarlier(const collNet_v1_t* net) {
   netClosePair(net, &q);
 }
 
-void netFillRequestPool(const collNet_v1_t* net, void* comm, void** r, int maxRequests) {
+void netFillRequestPool(const collNet_v2_t* net, void* comm, void** r, int maxRequests) {
   for (int k = 0; k < maxRequests; k++) {
     r[k] = NULL;
-    assert_int_equal(net->isend(comm, NULL, 0, NULL, &r[k]), collSuccess);
+    assert_int_equal(net->isend(comm, NULL, 0, 0, NULL, &r[k]), collSuccess);
     assert_non_null(r[k]);
   }
   void* extra = (void*)1;
-  assert_int_equal(net->isend(comm, NULL, 0, NULL, &extra), collSuccess);
+  assert_int_equal(net->isend(comm, NULL, 0, 0, NULL, &extra), collSuccess);
   assert_null(extra);
 }
 
-void netCheckOversize(const collNet_v1_t* net, netPair_t* q) {
+void netCheckOversize(const collNet_v2_t* net, netPair_t* q) {
   uint8_t out[100], in[64 + 16];
   netFill(out, sizeof out, 3);
   memset(in, 0xEE, sizeof in);
@@ -297,11 +297,11 @@ void netCheckOversize(const collNet_v1_t* net, netPair_t* q) {
   assert_non_null(strstr(collGetLastError(NULL), "peer sent 100 bytes, receiver posted 64"));
   for (size_t i = 0; i < sizeof in; i++) assert_int_equal(in[i], 0xEE);
   void* again = NULL;
-  assert_int_equal(net->irecv(q->recv, in, 64, NULL, &again), collRemoteError); /* sticky */
+  assert_int_equal(net->irecv(q->recv, in, 64, 0, NULL, &again), collRemoteError); /* sticky */
   assert_null(again);
 }
 
-void netTestPeerCloseSend(const collNet_v1_t* net, size_t evenSize, const char* errSubstr) {
+void netTestPeerCloseSend(const collNet_v2_t* net, size_t evenSize, const char* errSubstr) {
   netPair_t q;
   netMakePair(net, &q);
   assert_int_equal(net->closeRecv(q.recv), collSuccess);
@@ -311,7 +311,7 @@ void netTestPeerCloseSend(const collNet_v1_t* net, size_t evenSize, const char* 
   for (int i = 0; i < 64 && r == collSuccess; i++) {
     size_t sz;
     void* req = NULL;
-    r = net->isend(q.send, buf, i % 2 ? n : evenSize, NULL, &req);
+    r = net->isend(q.send, buf, i % 2 ? n : evenSize, 0, NULL, &req);
     if (r == collSuccess) r = netWaitReq(net, req, &sz);
   }
   assert_int_equal(r, collRemoteError);
@@ -319,4 +319,36 @@ void netTestPeerCloseSend(const collNet_v1_t* net, size_t evenSize, const char* 
   free(buf);
   assert_int_equal(net->closeSend(q.send), collSuccess);
   assert_int_equal(net->closeListen(q.listen), collSuccess);
+}
+
+void netTestTags(const collNet_v2_t* net, size_t bigSize) {
+  netPair_t q;
+  netMakePair(net, &q);
+  static const uint64_t tags[] = {0, ~0ull, 0x0123456789abcdefull};
+  const size_t sizes[] = {0, 5, bigSize};
+  uint8_t* out = malloc(bigSize + 1);
+  uint8_t* in = malloc(bigSize + 1);
+  assert_non_null(out);
+  assert_non_null(in);
+  for (int k = 0; k < 3; k++) {
+    netFill(out, sizes[k], (unsigned)k);
+    void *s = NULL, *r = NULL;
+    while (!s) assert_int_equal(net->isend(q.send, out, sizes[k], tags[k], NULL, &s), collSuccess);
+    while (!r) assert_int_equal(net->irecv(q.recv, in, bigSize, 0x5555, NULL, &r), collSuccess);
+    int sd = 0, rd = 0;
+    size_t sn = 0, rn = 0;
+    uint64_t st = 1, rt = 1;
+    while (!sd || !rd) {
+      if (!sd) assert_int_equal(net->test(s, &sd, &sn, &st), collSuccess);
+      if (!rd) assert_int_equal(net->test(r, &rd, &rn, &rt), collSuccess);
+    }
+    assert_int_equal(sn, sizes[k]);
+    assert_int_equal(rn, sizes[k]);
+    assert_true(st == tags[k]);
+    assert_true(rt == tags[k]);
+    assert_true(netCheck(in, sizes[k], (unsigned)k));
+  }
+  free(out);
+  free(in);
+  netClosePair(net, &q);
 }

@@ -39,7 +39,7 @@
 #include "transports/loopback/loopback.h"
 #include "net_testlib.h"
 
-static const collNet_v1_t* N = &collNetLoopback;
+static const collNet_v2_t* N = &collNetLoopback;
 /* Live loopback objects when the current test started: a test that failed
  * half-way may leak its pair without failing the tests after it. */
 static int gBase;
@@ -71,7 +71,7 @@ static void makePair(netPair_t* p) {
 
 static void* post(void* comm, int isSend, void* buf, size_t n) {
   void* req = NULL;
-  collResult_t r = isSend ? N->isend(comm, buf, n, NULL, &req) : N->irecv(comm, buf, n, NULL, &req);
+  collResult_t r = isSend ? N->isend(comm, buf, n, 0, NULL, &req) : N->irecv(comm, buf, n, 0, NULL, &req);
   assert_int_equal(r, collSuccess);
   assert_non_null(req);
   return req;
@@ -81,7 +81,7 @@ static void* post(void* comm, int isSend, void* buf, size_t n) {
 static collResult_t waitReq(void* req, size_t* size) {
   int done = 0;
   for (long i = 0; i < 100000000L; i++) {
-    collResult_t r = N->test(req, &done, size);
+    collResult_t r = N->test(req, &done, size, NULL);
     if (r != collSuccess || done) return r;
   }
   return collInternalError;
@@ -89,7 +89,7 @@ static collResult_t waitReq(void* req, size_t* size) {
 
 static int testOnce(void* req, size_t* size) {
   int done = -1;
-  assert_int_equal(N->test(req, &done, size), collSuccess);
+  assert_int_equal(N->test(req, &done, size, NULL), collSuccess);
   return done;
 }
 
@@ -105,7 +105,7 @@ static int readable(void* comm, short ev) {
 static void test_table(void** st) {
   (void)st;
   assert_string_equal(N->name, "loopback");
-  assert_int_equal(N->size, sizeof(collNet_v1_t));
+  assert_int_equal(N->size, sizeof(collNet_v2_t));
   assert_int_equal(N->version, COLL_NET_VERSION);
 #define NONNULL(f) assert_true(N->f != NULL)
   NONNULL(init); NONNULL(devices); NONNULL(getProperties); NONNULL(listen); NONNULL(connect);
@@ -131,6 +131,12 @@ static void test_table(void** st) {
   assert_int_equal(N->iflush(NULL, &nd, 4, NULL, &req), collSuccess);
   assert_null(req);
   LIVE(0);
+}
+
+/* Tags travel with eager and rendezvous messages. */
+static void test_tags(void** st) {
+  (void)st;
+  netTestTags(N, 1u << 20);
 }
 
 /* FIFO order, sizes (0 and partial), eager copy semantics, rendezvous. */
@@ -166,7 +172,7 @@ static void test_fifo(void** st) {
   }
   /* released request */
   int done;
-  assert_int_equal(N->test(rreq[0], &done, &n), collInvalidArgument);
+  assert_int_equal(N->test(rreq[0], &done, &n, NULL), collInvalidArgument);
   /* rendezvous: the send completes only once the receiver copied it */
   collLoopbackSetEagerLimit(100);
   char big[1000], got[1000];
@@ -182,8 +188,8 @@ static void test_fifo(void** st) {
   collLoopbackSetEagerLimit(COLL_LB_EAGER_DEFAULT);
   /* wrong direction */
   void* q = NULL;
-  assert_int_equal(N->isend(p.recv, big, 1, NULL, &q), collInvalidUsage);
-  assert_int_equal(N->irecv(p.send, big, 1, NULL, &q), collInvalidUsage);
+  assert_int_equal(N->isend(p.recv, big, 1, 0, NULL, &q), collInvalidUsage);
+  assert_int_equal(N->irecv(p.send, big, 1, 0, NULL, &q), collInvalidUsage);
   for (int k = 0; k < K; k++) { free(sbuf[k]); free(rbuf[k]); }
   netClosePair(N, &p);
   LIVE(0);
@@ -208,8 +214,8 @@ static void test_oversize_transport(void** st) {
     for (size_t i = 0; i < sizeof dst; i++) assert_int_equal((uint8_t)dst[i], GUARD_BYTE);
     assert_int_equal(waitReq(s, &n), rdv ? collRemoteError : collSuccess); /* eager: done at isend */
     void* q = NULL;
-    assert_int_equal(N->isend(p.send, src, 1, NULL, &q), collRemoteError);
-    assert_int_equal(N->irecv(p.recv, dst, 64, NULL, &q), collRemoteError);
+    assert_int_equal(N->isend(p.send, src, 1, 0, NULL, &q), collRemoteError);
+    assert_int_equal(N->irecv(p.recv, dst, 64, 0, NULL, &q), collRemoteError);
     netClosePair(N, &p);
   }
   collLoopbackSetEagerLimit(COLL_LB_EAGER_DEFAULT);
@@ -229,7 +235,7 @@ static void test_retry_when_full(void** st) {
   }
   void* q = (void*)1;
   v[COLL_LB_MAX_REQUESTS] = COLL_LB_MAX_REQUESTS;
-  assert_int_equal(N->isend(p.send, &v[COLL_LB_MAX_REQUESTS], sizeof(int), NULL, &q), collSuccess);
+  assert_int_equal(N->isend(p.send, &v[COLL_LB_MAX_REQUESTS], sizeof(int), 0, NULL, &q), collSuccess);
   assert_null(q);
   assert_int_equal(waitReq(post(p.recv, 0, &got, sizeof got), &n), collSuccess);
   assert_int_equal(got, 0);
@@ -259,7 +265,7 @@ static void test_close(void** st) {
   assert_int_equal(waitReq(post(p.recv, 0, &got, sizeof got), &n), collSuccess);
   assert_int_equal(got, 2);
   void* q = NULL;
-  collResult_t r = N->irecv(p.recv, &got, sizeof got, NULL, &q);
+  collResult_t r = N->irecv(p.recv, &got, sizeof got, 0, NULL, &q);
   if (r == collSuccess) r = waitReq(q, &n);
   assert_int_equal(r, collRemoteError);
   assert_non_null(strstr(collGetLastError(NULL), "closed"));
@@ -277,7 +283,7 @@ static void test_close(void** st) {
   assert_int_equal(N->closeRecv(p.recv), collSuccess);
   assert_int_equal(waitReq(sr, &n), collRemoteError);
   assert_non_null(strstr(collGetLastError(NULL), "receiver closed"));
-  assert_int_equal(N->isend(p.send, big, 1, NULL, &q), collRemoteError);
+  assert_int_equal(N->isend(p.send, big, 1, 0, NULL, &q), collRemoteError);
   assert_int_equal(N->closeSend(p.send), collSuccess);
   assert_int_equal(N->closeListen(p.listen), collSuccess);
   collLoopbackSetEagerLimit(COLL_LB_EAGER_DEFAULT);
@@ -304,7 +310,7 @@ static void test_handles(void** st) {
   assert_int_equal(N->closeListen(l), collSuccess);
   void* q = NULL;
   int v = 5;
-  assert_int_equal(N->isend(s2, &v, sizeof v, NULL, &q), collRemoteError);
+  assert_int_equal(N->isend(s2, &v, sizeof v, 0, NULL, &q), collRemoteError);
   assert_non_null(strstr(collGetLastError(NULL), "before accepting"));
   assert_int_equal(N->closeSend(s2), collSuccess);
   /* a closed endpoint */
@@ -361,7 +367,7 @@ static int stWait(streamArg* a, void* req, size_t* n, short ev) {
   int done = 0, fd = -1;
   N->getPollFd(a->comm, &fd);
   for (;;) {
-    if (N->test(req, &done, n) != collSuccess) return 0;
+    if (N->test(req, &done, n, NULL) != collSuccess) return 0;
     if (done) return 1;
     struct pollfd p = {fd, ev, 0};
     if (poll(&p, 1, 2000) == 0) a->pollTimeouts++;
@@ -380,7 +386,7 @@ static void* stSender(void* arg) {
       bufs[k % ST_W] = malloc(sz + 1);
       for (size_t i = 0; i < sz; i++) bufs[k % ST_W][i] = stByte(k, i);
       reqs[k % ST_W] = NULL;
-      if (N->isend(a->comm, bufs[k % ST_W], sz, NULL, &reqs[k % ST_W]) != collSuccess) a->ok = 0;
+      if (N->isend(a->comm, bufs[k % ST_W], sz, 0, NULL, &reqs[k % ST_W]) != collSuccess) a->ok = 0;
       if (!reqs[k % ST_W]) { free(bufs[k % ST_W]); continue; }
       k++;
       continue;
@@ -940,6 +946,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup(test_table, setBase),
       cmocka_unit_test_setup(test_fifo, setBase),
+      cmocka_unit_test_setup(test_tags, setBase),
       cmocka_unit_test_setup(test_oversize_transport, setBase),
       cmocka_unit_test_setup(test_retry_when_full, setBase),
       cmocka_unit_test_setup(test_close, setBase),

@@ -44,7 +44,7 @@
 #include "transports/shm/shm.h"
 #include "net_testlib.h"
 
-static const collNet_v1_t* N = &collNetShm;
+static const collNet_v2_t* N = &collNetShm;
 static int gDevShmBefore = -1, gFdsBefore = -1;
 
 /* Entries of a directory (without . and ..), -1 if it cannot be read. */
@@ -133,8 +133,8 @@ static void test_properties_and_stubs(void** st) {
   netCheckStubs(N, &q);
   char buf[8];
   void* req = (void*)1;
-  assert_int_equal(N->irecv(q.send, buf, 8, NULL, &req), collInvalidUsage);
-  assert_int_equal(N->isend(q.listen, buf, 8, NULL, &req), collInvalidArgument); /* not a data comm */
+  assert_int_equal(N->irecv(q.send, buf, 8, 0, NULL, &req), collInvalidUsage);
+  assert_int_equal(N->isend(q.listen, buf, 8, 0, NULL, &req), collInvalidArgument); /* not a data comm */
   collShmStats s;
   collShmGetStats(q.recv, &s);
   assert_int_equal(s.peerPid, getpid());
@@ -164,6 +164,11 @@ static void test_test_drives_earlier(void** st) {
   netTestTestDrivesEarlier(N);
 }
 
+static void test_tags(void** st) {
+  (void)st;
+  netTestTags(N, 1u << 20);
+}
+
 /* Waits for n send requests (a thread, so the receiver can run meanwhile). */
 typedef struct { void** reqs; int n; int errors; } waiter_t;
 static void* waitAllThread(void* arg) {
@@ -185,11 +190,11 @@ static void test_pool_exhaustion(void** st) {
   netFillRequestPool(N, q.send, r, COLL_SHM_MAX_REQUESTS);
   int done = 1;
   size_t n = 5;
-  assert_int_equal(N->test(r[COLL_SHM_NSLOTS], &done, &n), collSuccess); /* ring full */
+  assert_int_equal(N->test(r[COLL_SHM_NSLOTS], &done, &n, NULL), collSuccess); /* ring full */
   assert_int_equal(done, 0);
   assert_int_equal(netWaitReq(N, r[0], &n), collSuccess);
   assert_int_equal(n, 0);
-  assert_int_equal(N->isend(q.send, NULL, 0, NULL, &r[COLL_SHM_MAX_REQUESTS]), collSuccess);
+  assert_int_equal(N->isend(q.send, NULL, 0, 0, NULL, &r[COLL_SHM_MAX_REQUESTS]), collSuccess);
   assert_non_null(r[COLL_SHM_MAX_REQUESTS]);
   waiter_t w = {r + 1, COLL_SHM_MAX_REQUESTS, 0};
   pthread_t t;
@@ -199,7 +204,7 @@ static void test_pool_exhaustion(void** st) {
     if (k == COLL_SHM_MAX_REQUESTS) assert_int_equal(netWaitReq(N, rr[0], &n), collSuccess); /* frees a slot */
     void* none = (void*)1;
     if (k == COLL_SHM_MAX_REQUESTS) {
-      assert_int_equal(N->irecv(q.recv, NULL, 0, NULL, &none), collSuccess);
+      assert_int_equal(N->irecv(q.recv, NULL, 0, 0, NULL, &none), collSuccess);
       assert_non_null(none);
       rr[k] = none;
       continue;
@@ -589,7 +594,7 @@ static void killedReceiver(size_t msg, int count) {
   for (int k = 0; k < count; k++) assert_non_null(req[k] = netPost(N, s, 1, buf, msg));
   int done = 1;
   size_t n;
-  assert_int_equal(N->test(req[count - 1], &done, &n), collSuccess);
+  assert_int_equal(N->test(req[count - 1], &done, &n, NULL), collSuccess);
   assert_int_equal(done, 0);
   kill(pid, SIGKILL);
   double t0 = collTimeNow();
@@ -769,6 +774,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_sizes_threads),
       cmocka_unit_test(test_many_in_flight),
       cmocka_unit_test(test_test_drives_earlier),
+      cmocka_unit_test(test_tags),
       cmocka_unit_test(test_pool_exhaustion),
       cmocka_unit_test(test_oversize_copy),
       cmocka_unit_test(test_oversize_cma),

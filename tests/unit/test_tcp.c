@@ -27,7 +27,7 @@
 #include "transports/tcp/tcp.h"
 #include "net_testlib.h"
 
-static const collNet_v1_t* N = &collNetTcp;
+static const collNet_v2_t* N = &collNetTcp;
 
 /* Messages k % 50 == 49 of the mix are striped when nsocks > 1. */
 static const netStreamOpts_t kOpts = {200000, 0};
@@ -189,6 +189,11 @@ static void test_test_drives_earlier(void** st) {
   netTestTestDrivesEarlier(N);
 }
 
+static void test_tags(void** st) {
+  (void)st;
+  netTestTags(N, 1u << 20);
+}
+
 /* 64 requests in flight: the 65th isend returns NULL (retry) until one is
  * tested done. */
 static void test_pool_exhaustion(void** st) {
@@ -201,7 +206,7 @@ static void test_pool_exhaustion(void** st) {
   size_t n = 5;
   assert_int_equal(netWaitReq(N, r[0], &n), collSuccess);
   assert_int_equal(n, 0);
-  assert_int_equal(N->isend(q.send, NULL, 0, NULL, &extra), collSuccess);
+  assert_int_equal(N->isend(q.send, NULL, 0, 0, NULL, &extra), collSuccess);
   assert_non_null(extra);
   assert_int_equal(netWaitReq(N, extra, &n), collSuccess);
   for (int k = 1; k < COLL_TCP_MAX_REQUESTS; k++) assert_int_equal(netWaitReq(N, r[k], &n), collSuccess);
@@ -286,7 +291,7 @@ static void test_stripe_child(void** st) {
   netPair_t q;
   netMakePair(N, &q);
   assert_int_equal(listSockets(fds), before + 1 + 2 * 4); /* listen + 4 per side */
-  /* 160000 bytes >= 64 KiB: 40000 on each socket, plus the header on socket 0 */
+  /* 160000 bytes >= 64 KiB: 40000 on each socket, plus the 16-byte header on socket 0 */
   uint8_t* big = malloc(160000);
   netFill(big, 160000, 42);
   size_t n = 0;
@@ -296,11 +301,11 @@ static void test_stripe_child(void** st) {
     m = queuedBytes(qb);
     int sum = 0;
     for (int j = 0; j < m; j++) sum += qb[j];
-    if (sum == 160008) break;
+    if (sum == 160016) break;
     usleep(1000);
   }
   assert_int_equal(m, 4);
-  assert_int_equal(qb[0], 40008);
+  assert_int_equal(qb[0], 40016);
   assert_int_equal(qb[1], 40000);
   assert_int_equal(qb[2], 40000);
   assert_int_equal(qb[3], 40000);
@@ -369,6 +374,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_sizes),
       cmocka_unit_test(test_many_in_flight),
       cmocka_unit_test(test_test_drives_earlier),
+      cmocka_unit_test(test_tags),
       cmocka_unit_test(test_pool_exhaustion),
       cmocka_unit_test(test_oversize),
       cmocka_unit_test(test_peer_close_recv),

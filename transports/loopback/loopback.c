@@ -63,6 +63,7 @@ typedef struct {
                              be matched; complete (an eager send: at once) */
   char *data, *bounce;    /* user buffer; eager send: private copy */
   size_t size, len;       /* send: length, recv: capacity; bytes delivered */
+  uint64_t tag;           /* send: posted; recv: the sender's, once delivered */
   double readyAt;         /* delay fault: not delivered before this time */
 } lbReq;
 typedef struct lbConn lbConn;
@@ -163,6 +164,7 @@ static void lbMatch(lbConn* c) {
     }
     if (m->size) memcpy(b->data, m->bounce ? m->bounce : m->data, m->size);
     b->len = m->size;
+    b->tag = m->tag;
     b->done = m->done = 1;
     lbDrop(m);
     lbDrop(b);
@@ -190,7 +192,7 @@ static void lbUnlockOrFree(lbConn* c) {
 
 /* init, fini, devices, getProperties: one device, nothing global to set up
  * or release (endpoints belong to their comms). */
-static collResult_t lbInit(collNetLogFn log) { (void)log; return collSuccess; }
+static collResult_t lbInit(const collNetCallbacks_t* cb) { (void)cb; return collSuccess; }
 static collResult_t lbFini(void) { return collSuccess; }
 static collResult_t lbDevices(int* ndev) {
   if (!ndev) return collSetError(collInvalidArgument, "loopback devices: ndev is NULL");
@@ -295,7 +297,7 @@ static collResult_t lbDeregMr(void* comm, void* mhandle) { (void)comm; (void)mha
 
 /* Posts a send or receive on end e (isend and irecv). An eager send is
  * copied and complete at once; a full ring returns *request NULL (retry). */
-static collResult_t lbPost(lbEnd* e, int isSend, void* data, size_t size, void** request) {
+static collResult_t lbPost(lbEnd* e, int isSend, void* data, size_t size, uint64_t tag, void** request) {
   const char* what = isSend ? "isend" : "irecv";
   if (!e || e->h.kind != LB_KIND_END || !request || (!data && size > 0))
     return collSetError(collInvalidArgument, "loopback %s: NULL or bad comm, request or buffer", what);
@@ -314,7 +316,8 @@ static collResult_t lbPost(lbEnd* e, int isSend, void* data, size_t size, void**
   if (r != collSuccess) {
     snprintf(msg, sizeof msg, "%s", why);
   } else if (!q->live && !q->queued) {
-    *q = (lbReq){.end = e, .live = 1, .queued = 1, .done = eager, .data = data, .size = size};
+    *q = (lbReq){.end = e, .live = 1, .queued = 1, .done = eager, .data = data, .size = size,
+                 .tag = isSend ? tag : 0};
     if (eager && size && !(q->bounce = malloc(size))) {
       q->live = q->queued = 0;
       r = collSystemError;
@@ -335,16 +338,18 @@ static collResult_t lbPost(lbEnd* e, int isSend, void* data, size_t size, void**
 }
 
 /* isend/irecv: see lbPost. */
-static collResult_t lbIsend(void* sendComm, const void* data, size_t size, void* mhandle, void** request) {
-  (void)mhandle; return lbPost(sendComm, 1, (void*)(uintptr_t)data, size, request);
+static collResult_t lbIsend(void* sendComm, const void* data, size_t size, uint64_t tag, void* mhandle,
+                            void** request) {
+  (void)mhandle; return lbPost(sendComm, 1, (void*)(uintptr_t)data, size, tag, request);
 }
-static collResult_t lbIrecv(void* recvComm, void* data, size_t size, void* mhandle, void** request) {
-  (void)mhandle; return lbPost(recvComm, 0, data, size, request);
+static collResult_t lbIrecv(void* recvComm, void* data, size_t size, uint64_t tag, void* mhandle,
+                            void** request) {
+  (void)mhandle; (void)tag; return lbPost(recvComm, 0, data, size, 0, request);
 }
 
 /* test: matches what it can, then reports on the request; a finished or
  * failed request is released. Quiets the end's bell when not done. */
-static collResult_t lbTest(void* request, int* done, size_t* size) {
+static collResult_t lbTest(void* request, int* done, size_t* size, uint64_t* tag) {
   lbReq* q = request;
   if (!q || !done || !q->live) return collSetError(collInvalidArgument, "loopback test: NULL or released request");
   lbEnd* e = q->end;
@@ -358,6 +363,7 @@ static collResult_t lbTest(void* request, int* done, size_t* size) {
   if (q->done) {
     *done = 1;
     if (size) *size = e->isSend ? q->size : q->len;
+    if (tag) *tag = q->tag;
     q->live = 0;
   } else if ((r = lbFailure(c, e, &why)) != collSuccess) {
     snprintf(msg, sizeof msg, "%s", why);
@@ -459,8 +465,8 @@ void collLoopbackSetFault(int mode, long arg) {
 void collLoopbackSetEagerLimit(size_t bytes) { __atomic_store_n(&lbEager, bytes < 64 ? 64 : bytes, __ATOMIC_RELAXED); }
 int collLoopbackLiveObjects(void) { return __atomic_load_n(&lbLive, __ATOMIC_RELAXED); }
 
-const collNet_v1_t collNetLoopback = {
-    .size = sizeof(collNet_v1_t), .version = COLL_NET_VERSION, .name = "loopback",
+const collNet_v2_t collNetLoopback = {
+    .size = sizeof(collNet_v2_t), .version = COLL_NET_VERSION, .name = "loopback",
     .init = lbInit, .devices = lbDevices, .getProperties = lbGetProperties,
     .listen = lbListenFn, .connect = lbConnect, .accept = lbAccept,
     .regMr = lbRegMr, .deregMr = lbDeregMr,

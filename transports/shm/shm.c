@@ -1,5 +1,5 @@
 /*
- * shm.c - the collNet_v1_t table of the shared-memory transport between
+ * shm.c - the collNet_v2_t table of the shared-memory transport between
  * processes of one node, and its small operations.
  *
  * The transport in brief (details in the other files):
@@ -33,8 +33,8 @@ static int shmMrToken;
 /* init: checks once that the kernel offers what the transport needs
  * (memfd_create, eventfd, abstract AF_UNIX sockets) so a refusal (seccomp,
  * old kernel) turns into a clean fallback to the network transport. */
-static collResult_t shmInit(collNetLogFn log) {
-  (void)log;
+static collResult_t shmInit(const collNetCallbacks_t* cb) {
+  (void)cb;
   int m = memfd_create("coll-shm-probe", MFD_CLOEXEC);
   if (m < 0) return collSetError(collSystemError, "shm: memfd_create failed: %s", strerror(errno));
   close(m);
@@ -87,15 +87,18 @@ static collResult_t shmRegMr(void* comm, void* data, size_t size, int ptrType, v
 static collResult_t shmDeregMr(void* comm, void* mhandle) { (void)comm; (void)mhandle; return collSuccess; }
 
 /* isend: queues size bytes of data behind earlier sends of the comm. */
-static collResult_t shmIsend(void* sendComm, const void* data, size_t size, void* mhandle, void** request) {
+static collResult_t shmIsend(void* sendComm, const void* data, size_t size, uint64_t tag, void* mhandle,
+                             void** request) {
   (void)mhandle;
-  return shmPost(sendComm, 1, (void*)(uintptr_t)data, size, request);
+  return shmPost(sendComm, 1, (void*)(uintptr_t)data, size, tag, request);
 }
 
 /* irecv: posts a buffer of size bytes for the next message of the comm. */
-static collResult_t shmIrecv(void* recvComm, void* data, size_t size, void* mhandle, void** request) {
+static collResult_t shmIrecv(void* recvComm, void* data, size_t size, uint64_t tag, void* mhandle,
+                             void** request) {
   (void)mhandle;
-  return shmPost(recvComm, 0, data, size, request);
+  (void)tag;
+  return shmPost(recvComm, 0, data, size, 0, request);
 }
 
 /* iput: one-sided writes are not offered. */
@@ -141,8 +144,8 @@ void collShmGetStats(const void* comm, collShmStats* st) {
 }
 
 /* The table (coll_net.h); listen/connect/accept/close live in shm_setup.c. */
-const collNet_v1_t collNetShm = {
-    .size = sizeof(collNet_v1_t), .version = COLL_NET_VERSION, .name = "shm",
+const collNet_v2_t collNetShm = {
+    .size = sizeof(collNet_v2_t), .version = COLL_NET_VERSION, .name = "shm",
     .init = shmInit, .devices = shmDevices, .getProperties = shmGetProperties,
     .listen = shmListenFn, .connect = shmConnect, .accept = shmAccept,
     .regMr = shmRegMr, .deregMr = shmDeregMr,

@@ -40,7 +40,8 @@ typedef struct {
   uint64_t msgLen;   /* whole message length */
   uint64_t chunkLen; /* payload bytes in this slot (CMA TOOBIG: receiver's posted size) */
   uint64_t addr;     /* CMA only: the sender's buffer address */
-  uint8_t pad[32];
+  uint64_t tag;      /* FIRST and CMA: the sender's tag (coll_net.h) */
+  uint8_t pad[24];
 } shmSlot;
 _Static_assert(sizeof(shmSlot) == 64, "slot descriptor is one cache line");
 
@@ -73,6 +74,7 @@ typedef struct {
   size_t size;   /* posted size (send: message length; recv: capacity) */
   size_t len;    /* message length (recv: known once started) */
   size_t off;    /* payload bytes moved */
+  uint64_t tag;  /* send: posted; recv: the sender's, once started */
   uint32_t cmaStatus; /* sender: the receiver's answer to its CMA descriptor */
   size_t cmaPosted;   /* sender: the receiver's posted size (TOOBIG answer) */
 } shmReq;
@@ -105,9 +107,9 @@ typedef struct shmComm {
 } shmComm;
 
 /* shm_ring.c: posts an isend (isSend = 1) or irecv on c; *request NULL = retry. */
-collResult_t shmPost(shmComm* c, int isSend, void* data, size_t size, void** request);
+collResult_t shmPost(shmComm* c, int isSend, void* data, size_t size, uint64_t tag, void** request);
 /* shm_ring.c: test() of the table: drives c's FIFO, reports and releases request. */
-collResult_t shmTest(void* request, int* done, size_t* size);
+collResult_t shmTest(void* request, int* done, size_t* size, uint64_t* tag);
 /* shm_ring.c: prepares c for a poll() by the caller and returns the fd to poll
  * (POLLIN on dataFd for a receiver, POLLOUT on spaceFd for a sender). */
 int shmArm(shmComm* c);

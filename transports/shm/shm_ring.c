@@ -171,7 +171,7 @@ static int shmSendAdvance(shmComm* c, shmReq* r, int canCopy) {
       shmSlot* s = shmFreeSlot(c);
       if (!s) return shmBlocked(c);
       *s = (shmSlot){.kind = SHM_SLOT_CMA, .status = SHM_CMA_PENDING, .msgLen = r->len,
-                     .addr = (uint64_t)(uintptr_t)r->data};
+                     .addr = (uint64_t)(uintptr_t)r->data, .tag = r->tag};
       r->cmaStatus = SHM_CMA_PENDING;
       c->slotOwner[c->mine % N] = r;
       shmPublish(c);
@@ -198,7 +198,8 @@ static int shmSendAdvance(shmComm* c, shmReq* r, int canCopy) {
         shmSlot* s = shmFreeSlot(c);
         if (!s) return shmBlocked(c);
         size_t n = r->len - r->off < c->slotBytes ? r->len - r->off : c->slotBytes;
-        *s = (shmSlot){.kind = r->started ? SHM_SLOT_CONT : SHM_SLOT_FIRST, .msgLen = r->len, .chunkLen = n};
+        *s = (shmSlot){.kind = r->started ? SHM_SLOT_CONT : SHM_SLOT_FIRST, .msgLen = r->len, .chunkLen = n,
+                       .tag = r->tag};
         if (n) memcpy(c->data + (c->mine % N) * c->slotBytes, r->data + r->off, n);
         shmPublish(c);
         r->off += n;
@@ -293,7 +294,7 @@ static int shmRecvAdvance(shmComm* c, shmReq* r) {
                      (unsigned long long)c->peer, (unsigned long long)c->mine);
     shmSlot* s = &h->slots[c->mine % N];
     uint32_t kind = s->kind;
-    uint64_t msgLen = s->msgLen, chunk = s->chunkLen, addr = s->addr;
+    uint64_t msgLen = s->msgLen, chunk = s->chunkLen, addr = s->addr, tag = s->tag;
     if (!r->started) {
       if (kind != SHM_SLOT_FIRST && kind != SHM_SLOT_CMA)
         return shmFail(c, collRemoteError, "shm: corrupt ring from process %d (slot kind %u at a message start)",
@@ -314,6 +315,7 @@ static int shmRecvAdvance(shmComm* c, shmReq* r) {
       }
       r->len = (size_t)msgLen;
       r->off = 0;
+      r->tag = tag;
       r->started = 1;
       if (kind == SHM_SLOT_CMA) {
         int k = shmRecvCma(c, r, s, addr);
@@ -352,7 +354,7 @@ static void shmProgress(shmComm* c) {
 }
 
 /* isend/irecv: queues a request on c and starts it (see shm_internal.h). */
-collResult_t shmPost(shmComm* c, int isSend, void* data, size_t size, void** request) {
+collResult_t shmPost(shmComm* c, int isSend, void* data, size_t size, uint64_t tag, void** request) {
   const char* what = isSend ? "isend" : "irecv";
   if (!c || !request || (!data && size > 0))
     return collSetError(collInvalidArgument, "shm %s: NULL comm, request or buffer", what);
@@ -364,7 +366,8 @@ collResult_t shmPost(shmComm* c, int isSend, void* data, size_t size, void** req
   if (c->err != collSuccess) return collSetError(c->err, "%s", c->errMsg);
   shmReq* r = &c->reqs[c->posted % COLL_SHM_MAX_REQUESTS];
   if (r->state != SHM_REQ_FREE) return collSuccess; /* pool exhausted: retry */
-  *r = (shmReq){.comm = c, .state = SHM_REQ_ACTIVE, .data = data, .size = size, .len = isSend ? size : 0};
+  *r = (shmReq){.comm = c, .state = SHM_REQ_ACTIVE, .data = data, .size = size, .len = isSend ? size : 0,
+                .tag = isSend ? tag : 0};
   c->posted++;
   shmProgress(c); /* eager start; failures surface in test */
   *request = r;
@@ -372,7 +375,7 @@ collResult_t shmPost(shmComm* c, int isSend, void* data, size_t size, void** req
 }
 
 /* test: wakes up (clears the sleeping flag), drives the FIFO, reports. */
-collResult_t shmTest(void* request, int* done, size_t* size) {
+collResult_t shmTest(void* request, int* done, size_t* size, uint64_t* tag) {
   shmReq* r = request;
   if (!r || !done || r->state == SHM_REQ_FREE)
     return collSetError(collInvalidArgument, "shm test: NULL or released request");
@@ -387,6 +390,7 @@ collResult_t shmTest(void* request, int* done, size_t* size) {
   if (r->state == SHM_REQ_DONE) {
     *done = 1;
     if (size) *size = r->len;
+    if (tag) *tag = r->tag;
     r->state = SHM_REQ_FREE;
     return collSuccess;
   }

@@ -1,11 +1,11 @@
 /*
- * tcp.c - the TCP transport behind the collNet_v1_t table.
+ * tcp.c - the TCP transport behind the collNet_v2_t table.
  *
  * Wire format. A connection is COLL_NSOCKS_PERTHREAD sockets (n). Each socket
  * first carries a 24-byte hello {magic, n, index, connection id} so the
  * listener can group sockets of one connection even when several peers
- * connect at once. Each message is an 8-byte little-endian length header on
- * socket 0 followed by the payload: messages < COLL_TCP_STRIPE_MIN (or n == 1)
+ * connect at once. Each message is a 16-byte header on socket 0 (length and
+ * the sender's tag, little-endian 64-bit each) followed by the payload: messages < COLL_TCP_STRIPE_MIN (or n == 1)
  * go whole on socket 0; larger ones are cut into n nearly equal parts, part i
  * on socket i (both sides compute the split from the header length).
  *
@@ -48,8 +48,9 @@ typedef struct {
   char* data;
   size_t size;   /* posted size (send: message length; recv: capacity) */
   size_t len;    /* message length (recv: known once the header arrived) */
-  uint8_t hdr[8];
+  uint8_t hdr[16]; /* message length, then the sender's tag (little-endian 64-bit each) */
   size_t hdrOff; /* header bytes moved so far */
+  uint64_t tag;  /* send: posted; recv: the sender's, once the header arrived */
   size_t off[COLL_TCP_MAX_SOCKS]; /* payload bytes moved on socket i */
 } tcpReq;
 
@@ -152,6 +153,7 @@ static collResult_t tcpAdvance(tcpComm* c, tcpReq* r, int* done) {
         return tcpFail(c, collRemoteError, "tcp: message from %s: peer sent %llu bytes, receiver posted %zu",
                        c->peer, (unsigned long long)len, r->size);
       r->len = (size_t)len;
+      r->tag = get64(r->hdr + 8);
     }
   }
   int all = 1;
@@ -198,7 +200,7 @@ static collResult_t tcpNewComm(int isSend, int nsocks, const int* fds, tcpComm**
 }
 
 /* init: nothing to set up (logging goes through coll's own logger). */
-static collResult_t tcpInit(collNetLogFn log) { (void)log; return collSuccess; }
+static collResult_t tcpInit(const collNetCallbacks_t* cb) { (void)cb; return collSuccess; }
 
 /* devices: one device, the chosen interface. */
 static collResult_t tcpDevices(int* ndev) {
@@ -356,7 +358,7 @@ static collResult_t tcpRegMr(void* comm, void* data, size_t size, int ptrType, v
 static collResult_t tcpDeregMr(void* comm, void* mhandle) { (void)comm; (void)mhandle; return collSuccess; }
 
 /* Posts a request on c (shared by isend and irecv). */
-static collResult_t tcpPost(tcpComm* c, int isSend, void* data, size_t size, void** request) {
+static collResult_t tcpPost(tcpComm* c, int isSend, void* data, size_t size, uint64_t tag, void** request) {
   const char* what = isSend ? "isend" : "irecv";
   if (!c || !request || (!data && size > 0))
     return collSetError(collInvalidArgument, "tcp %s: NULL comm, request or buffer", what);
@@ -367,7 +369,11 @@ static collResult_t tcpPost(tcpComm* c, int isSend, void* data, size_t size, voi
   tcpReq* r = &c->reqs[c->posted % COLL_TCP_MAX_REQUESTS];
   if (r->state != REQ_FREE) return collSuccess; /* pool exhausted: retry */
   *r = (tcpReq){.comm = c, .state = REQ_ACTIVE, .data = data, .size = size, .len = isSend ? size : 0};
-  if (isSend) put64(r->hdr, (uint64_t)size);
+  if (isSend) {
+    put64(r->hdr, (uint64_t)size);
+    put64(r->hdr + 8, tag);
+    r->tag = tag;
+  }
   c->posted++;
   tcpProgress(c); /* eager start; failures surface in test */
   *request = r;
@@ -375,18 +381,20 @@ static collResult_t tcpPost(tcpComm* c, int isSend, void* data, size_t size, voi
 }
 
 /* isend: queues size bytes of data behind earlier sends of the comm. */
-static collResult_t tcpIsend(void* sendComm, const void* data, size_t size, void* mhandle, void** request) {
-  (void)mhandle; return tcpPost(sendComm, 1, (void*)(uintptr_t)data, size, request);
+static collResult_t tcpIsend(void* sendComm, const void* data, size_t size, uint64_t tag, void* mhandle,
+                             void** request) {
+  (void)mhandle; return tcpPost(sendComm, 1, (void*)(uintptr_t)data, size, tag, request);
 }
 
 /* irecv: posts a buffer of size bytes for the next message of the comm. */
-static collResult_t tcpIrecv(void* recvComm, void* data, size_t size, void* mhandle, void** request) {
-  (void)mhandle; return tcpPost(recvComm, 0, data, size, request);
+static collResult_t tcpIrecv(void* recvComm, void* data, size_t size, uint64_t tag, void* mhandle,
+                             void** request) {
+  (void)mhandle; (void)tag; return tcpPost(recvComm, 0, data, size, 0, request);
 }
 
 /* test: drives the comm's FIFO, then reports on this request. Done or
  * failed requests are released. */
-static collResult_t tcpTest(void* request, int* done, size_t* size) {
+static collResult_t tcpTest(void* request, int* done, size_t* size, uint64_t* tag) {
   tcpReq* r = request;
   if (!r || !done || r->state == REQ_FREE)
     return collSetError(collInvalidArgument, "tcp test: NULL or released request");
@@ -396,6 +404,7 @@ static collResult_t tcpTest(void* request, int* done, size_t* size) {
   if (r->state == REQ_DONE) {
     *done = 1;
     if (size) *size = r->len;
+    if (tag) *tag = r->tag;
     r->state = REQ_FREE;
     return collSuccess;
   }
@@ -453,8 +462,8 @@ static collResult_t tcpCloseListen(void* listenComm) {
 /* fini: nothing global to release. */
 static collResult_t tcpFini(void) { return collSuccess; }
 
-const collNet_v1_t collNetTcp = {
-    .size = sizeof(collNet_v1_t), .version = COLL_NET_VERSION, .name = "tcp",
+const collNet_v2_t collNetTcp = {
+    .size = sizeof(collNet_v2_t), .version = COLL_NET_VERSION, .name = "tcp",
     .init = tcpInit, .devices = tcpDevices, .getProperties = tcpGetProperties,
     .listen = tcpListenFn, .connect = tcpConnect, .accept = tcpAccept,
     .regMr = tcpRegMr, .deregMr = tcpDeregMr,
