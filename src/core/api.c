@@ -2,11 +2,14 @@
  * api.c - the public entry points of coll.h. Each calls its *Impl (core.h)
  * between collApiEnter and collApiLeave, so that collGetLastError reports
  * the failure of the last call on this thread and is empty after a call that
- * succeeded (a failure of an earlier call does not linger). Inits first
+ * succeeded (a failure of an earlier call does not linger); after
+ * collCommGetAsyncError reported a failed communicator, it is that failure's
+ * message. Inits first
  * check the process-wide settings that would make them fail anyway
  * (COLL_ALGO), before anything connects.
  */
 #include "coll.h"
+#include "core/comm.h"
 #include "core/core.h"
 #include "misc/log.h"
 #include "tuner/algo_env.h"
@@ -61,8 +64,13 @@ collResult_t collCommDestroy(collComm_t comm) { COLL_API(collCommDestroyImpl(com
 
 collResult_t collCommAbort(collComm_t comm) { COLL_API(collCommAbortImpl(comm)); }
 
+/* When it reports that comm failed, the message is that failure's. */
 collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError) {
-  COLL_API(collCommGetAsyncErrorImpl(comm, asyncError));
+  collApiEnter();
+  collResult_t r = collApiLeave(collCommGetAsyncErrorImpl(comm, asyncError));
+  if (r == collSuccess && *asyncError != collSuccess && *asyncError != collInProgress)
+    collSetError(*asyncError, "%s", comm->asyncMsg[0] ? comm->asyncMsg : "the communicator failed");
+  return r;
 }
 
 collResult_t collCommCount(const collComm_t comm, int* count) { COLL_API(collCommCountImpl(comm, count)); }

@@ -4,7 +4,8 @@
  * ncclGetLastError keeps the last WARN of the thread until another one
  * replaces it; coll's message describes the last call of this thread only
  * (empty after a success or collInProgress). A failure whose cleanup calls
- * other public functions internally keeps its own message.
+ * other public functions internally keeps its own message; a failure that
+ * collCommGetAsyncError reports is the message then.
  * Before the fix each "after success" check below saw the old message.
  */
 #include <stdio.h>
@@ -88,6 +89,20 @@ int main(void) {
     nanosleep(&(struct timespec){0, 1000000}, NULL); /* up to 30 s */
   expect("non-blocking init completes", async == collSuccess);
   expect("collCommDestroy succeeds: message empty", collCommDestroy(nb) == collSuccess && empty());
+
+  /* a non-blocking init that fails: collCommGetAsyncError reports it, and
+   * the message is that failure's (it happened on the init thread) */
+  setenv("COLL_TUNER_PLUGIN", "/nonexistent/coll-tuner.so", 1);
+  collGetUniqueId(&id);
+  r = collCommInitRankConfig(&nb, 1, id, 0, &cfg);
+  async = collInProgress;
+  for (int i = 0; i < 30000 && collCommGetAsyncError(nb, &async) == collSuccess && async == collInProgress; i++)
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  expect("failed non-blocking init: collCommGetAsyncError names the failure",
+         r == collInProgress && async == collInvalidArgument && says("COLL_TUNER_PLUGIN=/nonexistent/coll-tuner.so"));
+  unsetenv("COLL_TUNER_PLUGIN");
+  expect("collCommDestroy of the failed communicator succeeds: message empty",
+         collCommDestroy(nb) == collSuccess && empty());
 
   printf("i19_last_error: %d failed\n", fails);
   return fails ? 1 : 0;
