@@ -35,6 +35,7 @@ int main(void) {
   expect("collGetVersion(&v) succeeds: message empty", collGetVersion(&v) == collSuccess && empty());
 
   collUniqueId id;
+  memset(&id, 0, sizeof id);
   collComm_t c = NULL;
   expect("collCommInitRank(nranks 0) fails and says why",
          collCommInitRank(&c, 0, id, 0) == collInvalidArgument && says("nranks 0"));
