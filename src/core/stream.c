@@ -155,6 +155,9 @@ collResult_t collStreamQueryImpl(collStream_t s) {
   pthread_mutex_lock(&s->comm->qlock);
   collResult_t r = s->error != collSuccess ? s->error : (s->pending > 0 ? collInProgress : collSuccess);
   pthread_mutex_unlock(&s->comm->qlock);
+  if (r != collSuccess && r != collInProgress) /* the failure happened on the progress thread: say it here */
+    return collSetError(r, "an operation on this stream failed: %s",
+                        s->comm->asyncMsg[0] ? s->comm->asyncMsg : collGetErrorString(r));
   return r;
 }
 
