@@ -3,11 +3,9 @@
 #include "tuner/tuner.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "algorithms/algorithms.h"
 #include "core/comm.h"
