@@ -117,9 +117,13 @@ collResult_t collGetVersion(int* version);
 /** Returns a static string describing result. Never NULL. Thread-safe. */
 const char* collGetErrorString(collResult_t result);
 
-/** Returns the message of the last failure on the calling thread (empty
- *  string if none). The pointer stays valid until the next coll call on this
- *  thread. comm may be NULL. Thread-safe (thread-local storage). */
+/** Returns the message of the last coll call on the calling thread if it
+ *  failed: empty after a call that succeeded (or returned collInProgress),
+ *  and after collCommGetAsyncError reported a failed communicator, that
+ *  failure's message. (ncclGetLastError instead keeps the last warning of
+ *  the thread until another replaces it.) The pointer stays valid until the
+ *  next coll call on this thread. comm may be NULL. Thread-safe
+ *  (thread-local storage). */
 const char* collGetLastError(collComm_t comm);
 
 /* ------------------------------------------------------------------------ */

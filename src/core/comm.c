@@ -204,7 +204,7 @@ static void* collInitThread(void* arg) {
   return NULL;
 }
 
-collResult_t collCommInitRankConfig(collComm_t* out, int nranks, collUniqueId commId, int rank, collConfig_t* config) {
+collResult_t collCommInitRankConfigImpl(collComm_t* out, int nranks, collUniqueId commId, int rank, collConfig_t* config) {
   collLogInit();
   if (!out) return collSetError(collInvalidArgument, "collCommInitRank: comm is NULL");
   *out = NULL;
@@ -286,12 +286,12 @@ collResult_t collCommInitRankConfig(collComm_t* out, int nranks, collUniqueId co
   return collSuccess;
 }
 
-collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId, int rank) {
+collResult_t collCommInitRankImpl(collComm_t* comm, int nranks, collUniqueId commId, int rank) {
   return collCommInitRankConfig(comm, nranks, commId, rank, NULL);
 }
 
 /* ---- teardown ------------------------------------------------------------ */
-collResult_t collCommDestroy(collComm_t comm) {
+collResult_t collCommDestroyImpl(collComm_t comm) {
   if (!comm) return collSuccess;
   if (!collRegHas(comm))
     return collSetError(collInvalidUsage, "collCommDestroy: communicator %p was already destroyed", (void*)comm);
@@ -303,7 +303,7 @@ collResult_t collCommDestroy(collComm_t comm) {
   return collSuccess;
 }
 
-collResult_t collCommAbort(collComm_t comm) {
+collResult_t collCommAbortImpl(collComm_t comm) {
   if (!comm) return collSuccess;
   if (!collRegHas(comm))
     return collSetError(collInvalidUsage, "collCommAbort: communicator %p was already destroyed", (void*)comm);
@@ -320,7 +320,7 @@ collResult_t collCommAbort(collComm_t comm) {
   return collSuccess;
 }
 
-collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError) {
+collResult_t collCommGetAsyncErrorImpl(collComm_t comm, collResult_t* asyncError) {
   if (!asyncError) return collSetError(collInvalidArgument, "collCommGetAsyncError: asyncError is NULL");
   if (!comm) return collSetError(collInvalidArgument, "collCommGetAsyncError: comm is NULL");
   if (!collRegHas(comm))
@@ -329,14 +329,14 @@ collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError) {
   return collSuccess;
 }
 
-collResult_t collCommCount(const collComm_t comm, int* count) {
+collResult_t collCommCountImpl(const collComm_t comm, int* count) {
   if (!count) return collSetError(collInvalidArgument, "collCommCount: count is NULL");
   collResult_t r = collCommCheck(comm, "collCommCount");
   if (r == collSuccess) *count = comm->nranks;
   return r;
 }
 
-collResult_t collCommUserRank(const collComm_t comm, int* rank) {
+collResult_t collCommUserRankImpl(const collComm_t comm, int* rank) {
   if (!rank) return collSetError(collInvalidArgument, "collCommUserRank: rank is NULL");
   collResult_t r = collCommCheck(comm, "collCommUserRank");
   if (r == collSuccess) *rank = comm->rank;

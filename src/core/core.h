@@ -15,4 +15,42 @@ void collStreamsShutdown(collComm_t comm);
 /* Creates a unique id whose root listens on `addr`. */
 collResult_t collUniqueIdAt(collUniqueId* id, const collSockAddr* addr, uint64_t secret, int bindAny);
 
+/* The implementations behind the public entry points of coll.h: api.c
+ * defines each public function as a call of its *Impl, bracketed by
+ * collApiEnter / collApiLeave (collGetLastError describes the last call). */
+collResult_t collGetVersionImpl(int* version);
+collResult_t collGetUniqueIdImpl(collUniqueId* uniqueId);
+collResult_t collCommInitRankImpl(collComm_t* comm, int nranks, collUniqueId commId, int rank);
+collResult_t collCommInitRankConfigImpl(collComm_t* comm, int nranks, collUniqueId commId, int rank,
+                                        collConfig_t* config);
+collResult_t collCommInitAllImpl(collComm_t* comms, int ndev, const int* devlist);
+collResult_t collCommInitFromEnvImpl(collComm_t* comm, collConfig_t* config);
+collResult_t collCommSplitImpl(collComm_t comm, int color, int key, collComm_t* newcomm, collConfig_t* config);
+collResult_t collCommDestroyImpl(collComm_t comm);
+collResult_t collCommAbortImpl(collComm_t comm);
+collResult_t collCommGetAsyncErrorImpl(collComm_t comm, collResult_t* asyncError);
+collResult_t collCommCountImpl(const collComm_t comm, int* count);
+collResult_t collCommUserRankImpl(const collComm_t comm, int* rank);
+collResult_t collStreamCreateImpl(collComm_t comm, collStream_t* stream);
+collResult_t collStreamSynchronizeImpl(collStream_t stream);
+collResult_t collStreamQueryImpl(collStream_t stream);
+collResult_t collStreamDestroyImpl(collStream_t stream);
+collResult_t collAllReduceImpl(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                               collRedOp_t op, collComm_t comm, collStream_t stream);
+collResult_t collAllGatherImpl(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
+                               collComm_t comm, collStream_t stream);
+collResult_t collReduceScatterImpl(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
+                                   collRedOp_t op, collComm_t comm, collStream_t stream);
+collResult_t collBroadcastImpl(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+                               collComm_t comm, collStream_t stream);
+collResult_t collReduceImpl(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+                            collRedOp_t op, int root, collComm_t comm, collStream_t stream);
+collResult_t collSendImpl(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
+                          collStream_t stream);
+collResult_t collRecvImpl(void* recvbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
+                          collStream_t stream);
+collResult_t collBarrierImpl(collComm_t comm, collStream_t stream);
+collResult_t collGroupStartImpl(void);
+collResult_t collGroupEndImpl(void);
+
 #endif

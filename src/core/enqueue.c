@@ -25,7 +25,7 @@ static _Thread_local collGroupItem* collGroupItems;
 static _Thread_local int collGroupN, collGroupCap;
 static _Thread_local collResult_t collGroupError;
 
-collResult_t collGroupStart(void) {
+collResult_t collGroupStartImpl(void) {
   if (collGroupDepth == 0) collGroupError = collSuccess;
   collGroupDepth++;
   return collSuccess;
@@ -45,7 +45,7 @@ static collResult_t collGroupAdd(collComm_t comm, collStream_t stream, const col
 
 /* Launches the group's operations: per communicator (in order of first use),
  * its operations in issue order, all on the first operation's stream. */
-collResult_t collGroupEnd(void) {
+collResult_t collGroupEndImpl(void) {
   if (collGroupDepth == 0)
     return collSetError(collInvalidUsage, "collGroupEnd: no matching collGroupStart on this thread");
   if (--collGroupDepth > 0) return collSuccess;
@@ -146,52 +146,52 @@ static size_t collNranksOf(collComm_t comm) {
   return comm && collCommCheck(comm, "") == collSuccess ? (size_t)comm->nranks : 1;
 }
 
-collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+collResult_t collAllReduceImpl(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
                            collRedOp_t op, collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, 0, collAlgoOverride(COLL_FN_ALLREDUCE)};
   return collIssue(comm, stream, &o, "collAllReduce", 1, 1, 1, 0);
 }
 
-collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
+collResult_t collAllGatherImpl(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
                            collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, collSum, 0, 0,
               collAlgoOverride(COLL_FN_ALLGATHER)};
   return collIssue(comm, stream, &o, "collAllGather", 1, collNranksOf(comm), 0, 0);
 }
 
-collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
+collResult_t collReduceScatterImpl(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
                                collRedOp_t op, collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0, 0,
               collAlgoOverride(COLL_FN_REDUCESCATTER)};
   return collIssue(comm, stream, &o, "collReduceScatter", collNranksOf(comm), 1, 1, 0);
 }
 
-collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+collResult_t collBroadcastImpl(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
                            collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_BROADCAST, sendbuff, recvbuff, count, datatype, collSum, root, 0,
               collAlgoOverride(COLL_FN_BROADCAST)};
   return collIssue(comm, stream, &o, "collBroadcast", 1, 1, 0, 0);
 }
 
-collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
+collResult_t collReduceImpl(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
                         int root, collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_REDUCE, sendbuff, recvbuff, count, datatype, op, root, 0, collAlgoOverride(COLL_FN_REDUCE)};
   return collIssue(comm, stream, &o, "collReduce", 1, 1, 1, 1);
 }
 
-collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
+collResult_t collSendImpl(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream) {
   collOp o = {COLL_FN_SEND, sendbuff, NULL, count, datatype, collSum, 0, peer, NULL};
   return collIssue(comm, stream, &o, "collSend", 1, 0, 0, 0);
 }
 
-collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
+collResult_t collRecvImpl(void* recvbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream) {
   collOp o = {COLL_FN_RECV, NULL, recvbuff, count, datatype, collSum, 0, peer, NULL};
   return collIssue(comm, stream, &o, "collRecv", 0, 1, 0, 0);
 }
 
-collResult_t collBarrier(collComm_t comm, collStream_t stream) {
+collResult_t collBarrierImpl(collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_ALLREDUCE, NULL, NULL, 1, collUint8, collMax, 0, 0, NULL};
   if (comm && collCommCheck(comm, "collBarrier") == collSuccess) {
     o.sendbuff = &comm->barrierBuf[0];

@@ -19,7 +19,7 @@ collResult_t collUniqueIdAt(collUniqueId* uid, const collSockAddr* addr, uint64_
   return r;
 }
 
-collResult_t collGetUniqueId(collUniqueId* uid) {
+collResult_t collGetUniqueIdImpl(collUniqueId* uid) {
   collLogInit();
   if (!uid) return collSetError(collInvalidArgument, "collGetUniqueId: uniqueId is NULL");
   collSockAddr addr;
@@ -51,7 +51,7 @@ static void* collInitAllThread(void* p) {
   return NULL;
 }
 
-collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* devlist) {
+collResult_t collCommInitAllImpl(collComm_t* comms, int ndev, const int* devlist) {
   (void)devlist;
   if (!comms) return collSetError(collInvalidArgument, "collCommInitAll: comms is NULL");
   if (ndev < 1) return collSetError(collInvalidArgument, "collCommInitAll: ndev %d < 1", ndev);
@@ -104,7 +104,7 @@ static uint64_t collFnv(const char* s, uint64_t h) {
   return h;
 }
 
-collResult_t collCommInitFromEnv(collComm_t* comm, collConfig_t* config) {
+collResult_t collCommInitFromEnvImpl(collComm_t* comm, collConfig_t* config) {
   collLogInit();
   if (!comm) return collSetError(collInvalidArgument, "collCommInitFromEnv: comm is NULL");
   static const char* pairs[][3] = {{"RANK", "WORLD_SIZE", "torchrun"},

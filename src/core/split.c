@@ -14,7 +14,7 @@ typedef struct {
   int32_t color, key;
 } collSplitInfo;
 
-collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newcomm, collConfig_t* config) {
+collResult_t collCommSplitImpl(collComm_t comm, int color, int key, collComm_t* newcomm, collConfig_t* config) {
   if (!newcomm) return collSetError(collInvalidArgument, "collCommSplit: newcomm is NULL");
   *newcomm = NULL;
   if (color < COLL_SPLIT_NOCOLOR)

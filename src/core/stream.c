@@ -118,7 +118,7 @@ void collStreamsShutdown(collComm_t comm) {
   if (started) pthread_join(comm->progress, NULL);
 }
 
-collResult_t collStreamCreate(collComm_t comm, collStream_t* stream) {
+collResult_t collStreamCreateImpl(collComm_t comm, collStream_t* stream) {
   if (!stream) return collSetError(collInvalidArgument, "collStreamCreate: stream is NULL");
   *stream = NULL;
   collResult_t r = collCommEnter(comm, "collStreamCreate");
@@ -135,7 +135,7 @@ collResult_t collStreamCreate(collComm_t comm, collStream_t* stream) {
 }
 
 /* Waits for the stream; returns its first error (without clearing it). */
-collResult_t collStreamSynchronize(collStream_t s) {
+collResult_t collStreamSynchronizeImpl(collStream_t s) {
   if (!s || s->magic != COLL_STREAM_MAGIC)
     return collSetError(collInvalidArgument, "collStreamSynchronize: stream is NULL or not a coll stream");
   collComm_t comm = s->comm;
@@ -149,16 +149,19 @@ collResult_t collStreamSynchronize(collStream_t s) {
   return collSuccess;
 }
 
-collResult_t collStreamQuery(collStream_t s) {
+collResult_t collStreamQueryImpl(collStream_t s) {
   if (!s || s->magic != COLL_STREAM_MAGIC)
     return collSetError(collInvalidArgument, "collStreamQuery: stream is NULL or not a coll stream");
   pthread_mutex_lock(&s->comm->qlock);
   collResult_t r = s->error != collSuccess ? s->error : (s->pending > 0 ? collInProgress : collSuccess);
   pthread_mutex_unlock(&s->comm->qlock);
+  if (r != collSuccess && r != collInProgress) /* the failure happened on the progress thread: say it here */
+    return collSetError(r, "an operation on this stream failed: %s",
+                        s->comm->asyncMsg[0] ? s->comm->asyncMsg : collGetErrorString(r));
   return r;
 }
 
-collResult_t collStreamDestroy(collStream_t s) {
+collResult_t collStreamDestroyImpl(collStream_t s) {
   if (!s) return collSuccess;
   if (s->magic != COLL_STREAM_MAGIC)
     return collSetError(collInvalidArgument, "collStreamDestroy: not a coll stream (destroyed twice?)");

@@ -1,8 +1,9 @@
 /* version.c - collGetVersion, collGetErrorString, collGetLastError. */
 #include "coll.h"
+#include "core/core.h"
 #include "misc/log.h"
 
-collResult_t collGetVersion(int* version) {
+collResult_t collGetVersionImpl(int* version) {
   if (!version) return collSetError(collInvalidArgument, "collGetVersion: version is NULL");
   *version = COLL_VERSION_CODE;
   return collSuccess;
@@ -22,6 +23,9 @@ const char* collGetErrorString(collResult_t r) {
   }
 }
 
+/* Unlike ncclGetLastError (a thread-local buffer written by every WARN and
+ * never cleared), the message describes the last coll call of this thread
+ * only: api.c clears it when a call starts and when it succeeds. */
 const char* collGetLastError(collComm_t comm) {
   (void)comm;
   return collLastErrorMessage();

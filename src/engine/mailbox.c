@@ -37,6 +37,7 @@
 #include "misc/log.h"
 #include "misc/param.h"
 #include "reduce/reduce.h"
+#include "tuner/algo_env.h"
 
 #define MB_LINE 64
 #define MB_MAX_RANKS 64
@@ -193,7 +194,7 @@ static size_t mbPublished(const collOp* op, int nranks) {
 
 int collMailboxFits(collComm_t comm, const collOp* op) {
   const struct collMailbox* m = comm->mailbox;
-  if (!m || (op->algo && strcasecmp(op->algo, "direct") != 0)) return 0;
+  if (!m || !collAlgoSpecAllows(op->algo, "direct")) return 0; /* COLL_ALGO without direct: schedules */
   size_t b = mbPublished(op, comm->nranks);
   return b != SIZE_MAX && b <= m->slotBytes;
 }

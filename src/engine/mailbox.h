@@ -26,7 +26,7 @@
 collResult_t collMailboxInit(collComm_t comm);
 /* 1 when op runs through the mailbox: a mailbox exists, op is an all-reduce,
  * all-gather or reduce-scatter whose published bytes per
- * rank fit a slot, and no algorithm other than "direct" is forced. */
+ * rank fit a slot, and COLL_ALGO lets op's collective use "direct". */
 int collMailboxFits(collComm_t comm, const collOp* op);
 /* Runs op through the mailbox (blocking). Errors: collInvalidUsage (ranks
  * called different collectives, counts, types or ops), collRemoteError

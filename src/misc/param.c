@@ -1,17 +1,33 @@
-/* param.c - the one table of every COLL_* environment variable. */
+/*
+ * param.c - the one table of every COLL_* environment variable.
+ *
+ * Integer rows: name, default, min, max, doc. A value is read as a 64-bit
+ * decimal (or 0x hex) integer, once per process. One that is not used as
+ * given is reported once with COLL_WARN_ALWAYS (visible without COLL_DEBUG),
+ * saying what is used instead:
+ *  - empty or not an integer ("abc", "12abc"): the default;
+ *  - below min / above max (also beyond 64 bits): the nearest bound;
+ *  - COLL_PROGRESS_CPU naming a CPU this process may not run on: -1.
+ * collParamDump (COLL_DEBUG=INFO) prints the value in force.
+ */
 #include "param.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "core/comm.h"
 #include "log.h"
+#include "transports/tcp/tcp.h"
 
 typedef struct {
   const char* name;
   int64_t def;
-  int64_t min;
+  int64_t min, max; /* every value in force is in [min, max] */
   const char* doc;
 } collIntParamDesc;
 
@@ -23,19 +39,19 @@ typedef struct {
 
 /* Indexed by collIntParam / collStrParam. */
 static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
-    [COLL_PARAM_TIMEOUT] = {"COLL_TIMEOUT", 1800, 0, "seconds an operation may wait before the communicator aborts with collTimeout (0 = never)"},
-    [COLL_PARAM_CHUNKSIZE] = {"COLL_CHUNKSIZE", 1 << 19, 1024, "bytes per block of one pipeline slice"},
-    [COLL_PARAM_NCHANNELS] = {"COLL_NCHANNELS", 2, 1, "parallel channels (connection sets) a large call is spread over"},
-    [COLL_PARAM_NSOCKS] = {"COLL_NSOCKS_PERTHREAD", 1, 1, "TCP sockets per connection; large messages are striped over them"},
-    [COLL_PARAM_SPIN] = {"COLL_SPIN_US", -1, -1, "microseconds a waiting thread polls before it sleeps in poll(); -1: 1000, yielding the CPU between polls when this machine (all namespaces) runs more ranks than it has cores"},
-    [COLL_PARAM_CONNECT_RETRY_MS] = {"COLL_CONNECT_TIMEOUT_MS", 60000, 100, "milliseconds to retry a refused connection during init"},
-    [COLL_PARAM_CHECK] = {"COLL_CHECK", 0, 0, "1: before each collective verify that every rank called it with the same count, type, op and root"},
-    [COLL_PARAM_SHM_DISABLE] = {"COLL_SHM_DISABLE", 0, 0, "1: never use shared memory between ranks of a node (use the network transport)"},
-    [COLL_PARAM_SHM_BUFFSIZE] = {"COLL_SHM_BUFFSIZE", 4 << 20, 32768, "bytes of the shared ring (8 slots) of each shm connection, allocated up front by the sender"},
-    [COLL_PARAM_SHM_CMA_THRESHOLD] = {"COLL_SHM_CMA_THRESHOLD", -1, -1, "shm messages this large are read straight from the sender's buffer (process_vm_readv, one copy); 0: always copy through the ring; -1: 262144 if process_vm_readv is at least 70% as fast as memcpy here (measured once per process), else 0"},
-    [COLL_PARAM_TUNE_CALIBRATE] = {"COLL_TUNE_CALIBRATE", 0, 0, "1: measure latency and bandwidth of each link class at init (a few ms) and give the tuner those instead of the topology's estimates"},
-    [COLL_PARAM_MAILBOX_BYTES] = {"COLL_MAILBOX_BYTES", 4096, 0, "small collectives whose data per rank is at most this many bytes run one-shot through a shared-memory mailbox when every rank is on one node (all-reduce, all-gather, reduce-scatter); 0: off"},
-    [COLL_PARAM_PROGRESS_CPU] = {"COLL_PROGRESS_CPU", -1, -1, "pin each communicator's progress thread to this CPU; -1: the NUMA node of the rank's NIC when the machine has several"},
+    [COLL_PARAM_TIMEOUT] = {"COLL_TIMEOUT", 1800, 0, INT32_MAX, "seconds an operation may wait before the communicator aborts with collTimeout (0 = never)"},
+    [COLL_PARAM_CHUNKSIZE] = {"COLL_CHUNKSIZE", 1 << 19, 1024, 1 << 30, "bytes per block of one pipeline slice"},
+    [COLL_PARAM_NCHANNELS] = {"COLL_NCHANNELS", 2, 1, COLL_MAX_CHANNELS, "parallel channels (connection sets) a large call is spread over"},
+    [COLL_PARAM_NSOCKS] = {"COLL_NSOCKS_PERTHREAD", 1, 1, COLL_TCP_MAX_SOCKS, "TCP sockets per connection; large messages are striped over them"},
+    [COLL_PARAM_SPIN] = {"COLL_SPIN_US", -1, -1, 10000000, "microseconds a waiting thread polls before it sleeps in poll(); -1: 1000, yielding the CPU between polls when this machine (all namespaces) runs more ranks than it has cores"},
+    [COLL_PARAM_CONNECT_RETRY_MS] = {"COLL_CONNECT_TIMEOUT_MS", 60000, 100, INT32_MAX, "milliseconds to retry a refused connection during init"},
+    [COLL_PARAM_CHECK] = {"COLL_CHECK", 0, 0, 1, "1: before each collective verify that every rank called it with the same count, type, op and root"},
+    [COLL_PARAM_SHM_DISABLE] = {"COLL_SHM_DISABLE", 0, 0, 1, "1: never use shared memory between ranks of a node (use the network transport)"},
+    [COLL_PARAM_SHM_BUFFSIZE] = {"COLL_SHM_BUFFSIZE", 4 << 20, 32768, 1 << 30, "bytes of the shared ring (8 slots) of each shm connection, allocated up front by the sender"},
+    [COLL_PARAM_SHM_CMA_THRESHOLD] = {"COLL_SHM_CMA_THRESHOLD", -1, -1, INT64_MAX, "shm messages this large are read straight from the sender's buffer (process_vm_readv, one copy); 0: always copy through the ring; -1: 262144 if process_vm_readv is at least 70% as fast as memcpy here (measured once per process), else 0. Each connection uses single copy only if both processes allow it, from the larger threshold"},
+    [COLL_PARAM_TUNE_CALIBRATE] = {"COLL_TUNE_CALIBRATE", 0, 0, 1, "1: measure latency and bandwidth of each link class at init (a few ms) and give the tuner those instead of the topology's estimates"},
+    [COLL_PARAM_MAILBOX_BYTES] = {"COLL_MAILBOX_BYTES", 4096, 0, 1 << 20, "small collectives whose data per rank is at most this many bytes run one-shot through a shared-memory mailbox when every rank is on one node (all-reduce, all-gather, reduce-scatter); 0: off"},
+    [COLL_PARAM_PROGRESS_CPU] = {"COLL_PROGRESS_CPU", -1, -1, CPU_SETSIZE - 1, "pin each communicator's progress thread to this CPU; -1: the NUMA node of the rank's NIC when the machine has several"},
 };
 
 static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
@@ -43,11 +59,11 @@ static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
     [COLL_SPARAM_SOCKET_FAMILY] = {"COLL_SOCKET_FAMILY", NULL, "AF_INET or AF_INET6 to force an address family"},
     [COLL_SPARAM_COMM_ID] = {"COLL_COMM_ID", NULL, "host:port of the rendezvous (rank 0 listens) for collCommInitFromEnv / collGetUniqueId"},
     [COLL_SPARAM_NET] = {"COLL_NET", NULL, "transport for the data path: tcp (default) or loopback (ranks as threads of one process)"},
-    [COLL_SPARAM_DEBUG] = {"COLL_DEBUG", NULL, "log level: WARN, INFO, TRACE"},
+    [COLL_SPARAM_DEBUG] = {"COLL_DEBUG", NULL, "log level: WARN, INFO, TRACE (VERSION = WARN); unset: nothing but warnings about settings not used as given"},
     [COLL_SPARAM_DEBUG_SUBSYS] = {"COLL_DEBUG_SUBSYS", NULL, "subsystems to log: INIT,BOOT,NET,COLL,ENGINE,TUNE,ENV,ALL (^ excludes)"},
-    [COLL_SPARAM_DEBUG_FILE] = {"COLL_DEBUG_FILE", NULL, "write logs to this file (%h host, %p pid) instead of stderr"},
+    [COLL_SPARAM_DEBUG_FILE] = {"COLL_DEBUG_FILE", NULL, "write logs to this file (%h host, %p pid) instead of stderr (stderr, with a warning, if it cannot be opened)"},
     [COLL_SPARAM_HOSTID] = {"COLL_HOSTID", NULL, "node identity used to group ranks (default: hostname + boot id); tests emulate nodes with it"},
-    [COLL_SPARAM_ALGO] = {"COLL_ALGO", NULL, "force algorithms: a name for every collective that has it (ring) or per collective (allreduce:tree;broadcast:binomial)"},
+    [COLL_SPARAM_ALGO] = {"COLL_ALGO", NULL, "algorithms each collective may use, as NCCL_ALGO: a list for every collective that has one of its names (ring; tree,rhd), ^ excludes (^ring), per collective with ; between entries (allreduce:tree,rhd;broadcast:^chain); checked at init"},
     [COLL_SPARAM_TOPO_FILE] = {"COLL_TOPO_FILE", NULL, "hwloc XML topology to use instead of discovering this machine (tests, simulation)"},
     [COLL_SPARAM_TUNER_PLUGIN] = {"COLL_TUNER_PLUGIN", NULL, "path of a tuner plugin (.so exporting collTunerPlugin_v1, include/coll_tuner.h)"},
     [COLL_SPARAM_TOPO_DUMP_FILE] = {"COLL_TOPO_DUMP_FILE", NULL, "write the discovered topology as hwloc XML to this path and coll's summary to path.summary"},
@@ -55,35 +71,114 @@ static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
 
 static int64_t collIntValues[COLL_PARAM_COUNT_INT];
 static uint8_t collIntSet[COLL_PARAM_COUNT_INT];
+static char collIntWarn[COLL_PARAM_COUNT_INT][300]; /* why the value differs from the environment's */
+static int collIntWarned;
 static pthread_once_t collParamOnce = PTHREAD_ONCE_INIT;
+
+/* Strict 64-bit parse: optional blanks and sign, decimal or 0x hex digits,
+ * optional trailing blanks. 1: *v set; 0: not an integer; -1/+1 overflow
+ * (*v = INT64_MIN / INT64_MAX, returns 2). */
+static int collParseInt64(const char* s, int64_t* v) {
+  char* end;
+  errno = 0;
+  while (isspace((unsigned char)*s)) s++;
+  const char* digits = s + (*s == '-' || *s == '+');
+  int hex = digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X');
+  if (!(hex ? isxdigit((unsigned char)digits[2]) : isdigit((unsigned char)digits[0]))) return 0;
+  long long x = strtoll(s, &end, hex ? 16 : 10);
+  while (isspace((unsigned char)*end)) end++;
+  if (*end) return 0;
+  *v = x;
+  return errno == ERANGE ? 2 : 1;
+}
+
+/* What an unset row means, for "using ..." in warnings. */
+static void collParamDefaultWords(int i, char* buf, size_t len) {
+  if (i == COLL_PARAM_NCHANNELS || i == COLL_PARAM_CHUNKSIZE)
+    snprintf(buf, len, "the default (the tuner decides per call)");
+  else
+    snprintf(buf, len, "the default %lld", (long long)collIntParams[i].def);
+}
+
+/* COLL_PROGRESS_CPU must be a CPU this process may run on. */
+static int collCpuUsable(int64_t cpu, char* allowed, size_t len) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1; /* cannot tell: let pinning report it */
+  size_t o = 0;
+  allowed[0] = 0;
+  for (int c = 0; c < CPU_SETSIZE; c++) {
+    if (!CPU_ISSET(c, &set) || (c > 0 && CPU_ISSET(c - 1, &set))) continue;
+    int last = c;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) last++;
+    int n = last > c ? snprintf(allowed + o, len - o, "%s%d-%d", o ? "," : "", c, last)
+                     : snprintf(allowed + o, len - o, "%s%d", o ? "," : "", c);
+    if (n < 0 || (size_t)n >= len - o) break;
+    o += (size_t)n;
+  }
+  return cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET((int)cpu, &set);
+}
 
 static void collParamLoad(void) {
   for (int i = 0; i < COLL_PARAM_COUNT_INT; i++) {
     const collIntParamDesc* d = &collIntParams[i];
+    char* w = collIntWarn[i];
+    size_t wl = sizeof collIntWarn[i];
+    char dflt[64];
+    collParamDefaultWords(i, dflt, sizeof dflt);
     int64_t v = d->def;
     const char* s = getenv(d->name);
-    if (s && *s) {
-      collIntSet[i] = 1;
-      char* end;
-      errno = 0;
-      long long x = strtoll(s, &end, 0);
-      if (errno || *end || x < d->min)
-        fprintf(stderr, "[coll] WARN ignoring %s=%s (want an integer >= %lld); using %lld\n",
-                d->name, s, (long long)d->min, (long long)d->def);
-      else
+    if (s && !*s) {
+      snprintf(w, wl, "%s is set but empty; using %s", d->name, dflt);
+    } else if (s) {
+      int64_t x = 0;
+      int k = collParseInt64(s, &x);
+      if (k == 0) {
+        snprintf(w, wl, "%s=\"%s\" is not an integer; using %s", d->name, s, dflt);
+      } else {
+        collIntSet[i] = 1;
         v = x;
+        if (x < d->min || (k == 2 && x < 0)) {
+          v = d->min;
+          snprintf(w, wl, "%s=%s is below the minimum %lld; using %lld", d->name, s, (long long)d->min,
+                   (long long)d->min);
+        } else if (x > d->max || k == 2) {
+          v = d->max;
+          snprintf(w, wl, "%s=%s is above the maximum %lld; using %lld", d->name, s, (long long)d->max,
+                   (long long)d->max);
+        }
+        char allowed[128];
+        if (i == COLL_PARAM_PROGRESS_CPU && v >= 0 && !collCpuUsable(v, allowed, sizeof allowed)) {
+          snprintf(w, wl, "%s=%s: this process may run on CPUs %s only; using -1 (automatic placement)", d->name, s,
+                   allowed);
+          v = -1;
+          collIntSet[i] = 0;
+        }
+      }
     }
     collIntValues[i] = v;
   }
 }
 
-int collParamIsSet(collIntParam p) {
+/* Loads the table once; the first caller afterwards prints its warnings
+ * (outside the once: the logger reads parameters too). */
+static void collParamEnsure(void) {
   pthread_once(&collParamOnce, collParamLoad);
+  if (__atomic_load_n(&collIntWarned, __ATOMIC_ACQUIRE) || __atomic_exchange_n(&collIntWarned, 1, __ATOMIC_ACQ_REL))
+    return;
+  for (int i = 0; i < COLL_PARAM_COUNT_INT; i++)
+    if (collIntWarn[i][0]) COLL_WARN_ALWAYS(COLL_SUB_ENV, "%s", collIntWarn[i]);
+}
+
+void collParamInit(void) { collParamEnsure(); }
+
+int collParamIsSet(collIntParam p) {
+  collParamEnsure();
   return collIntSet[p];
 }
 
 int64_t collParamInt(collIntParam p) {
-  pthread_once(&collParamOnce, collParamLoad);
+  collParamEnsure();
   return collIntValues[p];
 }
 
@@ -93,10 +188,13 @@ const char* collParamStr(collStrParam p) {
 }
 
 void collParamDump(void) {
-  for (int i = 0; i < COLL_PARAM_COUNT_INT; i++)
-    COLL_INFO(COLL_SUB_ENV, "%-24s int    default %-8lld value %-8lld %s", collIntParams[i].name,
-              (long long)collIntParams[i].def, (long long)collParamInt((collIntParam)i),
-              collIntParams[i].doc);
+  for (int i = 0; i < COLL_PARAM_COUNT_INT; i++) {
+    const collIntParamDesc* d = &collIntParams[i];
+    int64_t v = collParamInt((collIntParam)i);
+    COLL_INFO(COLL_SUB_ENV, "%-24s int    default %-8lld value %-8lld%s range [%lld, %lld] %s%s%s", d->name,
+              (long long)d->def, (long long)v, collIntSet[i] || collIntWarn[i][0] ? " (env)" : "",
+              (long long)d->min, (long long)d->max, d->doc, collIntWarn[i][0] ? "; " : "", collIntWarn[i]);
+  }
   for (int i = 0; i < COLL_SPARAM_COUNT; i++) {
     const char* v = collParamStr((collStrParam)i);
     COLL_INFO(COLL_SUB_ENV, "%-24s string default %-8s value %-8s %s", collStrParams[i].name,

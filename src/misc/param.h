@@ -37,12 +37,18 @@ typedef enum {
   COLL_SPARAM_COUNT
 } collStrParam;
 
-/* Value of an integer parameter: the environment if set and valid, else the
- * default. Thread-safe; read once and cached. */
+/* Value in force of an integer parameter: the environment's if it is an
+ * integer in the row's [min, max], the nearest bound if it is out of range,
+ * the default if unset, empty or not an integer (each case but the first and
+ * unset warned once per process, visible without COLL_DEBUG). Thread-safe;
+ * read once per process and cached. */
 int64_t collParamInt(collIntParam p);
-/* 1 when the variable was set (non-empty) in the environment when the
- * parameters were first read (they are read once per process). */
+/* 1 when the value in force came from the environment (an integer, possibly
+ * clamped), as read once per process. */
 int collParamIsSet(collIntParam p);
+/* Reads the integer parameters now (if not yet) so that their warnings come
+ * out at init rather than at first use. Thread-safe. */
+void collParamInit(void);
 /* Value of a string parameter or NULL when unset and without default. */
 const char* collParamStr(collStrParam p);
 /* Prints every parameter with type, default, current value and doc at INFO. */

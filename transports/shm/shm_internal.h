@@ -49,7 +49,8 @@ typedef struct {
   uint64_t magic, totalBytes, slotBytes, dataOff;
   uint32_t nslots;
   int32_t senderPid;
-  uint8_t pad0[24];
+  uint64_t cmaThreshold; /* single copy from this size as agreed at connect (0: never) */
+  uint8_t pad0[16];
   /* written by the sender */
   _Alignas(64) _Atomic uint64_t head;
   _Atomic uint32_t sendClosed;   /* SHM_OPEN / SHM_CLOSED / SHM_FAILED */
@@ -96,7 +97,7 @@ typedef struct shmComm {
   int armed;        /* our sleeping flag is set in the header */
   int stale;        /* our eventfd may hold an old wake-up: reset it before sleeping */
   int cmaOn;        /* sender: may send descriptors; receiver: reads them (else NACK) */
-  size_t cmaThreshold; /* sender: CMA from this size; 0: never */
+  size_t cmaThreshold; /* both ends: CMA from this size as agreed at connect; 0: never */
   double lastCheck; /* last peer-alive check of the socket (collTimeNow) */
   uint64_t posted, progressed;
   shmReq* slotOwner[COLL_SHM_NSLOTS]; /* sender: request awaiting the answer in that slot */
@@ -136,5 +137,8 @@ int shmCmaCopy(int pid, void* dst, uint64_t addr, size_t len);
 /* shm_cma.c: this process's single-copy threshold (0: never), decided once;
  * *why (if why) gets the reason for the log. */
 size_t shmCmaThreshold(const char** why);
+/* shm_cma.c: the threshold a connection uses given both ends' own: 0 unless
+ * both are on, else the larger. Symmetric. */
+size_t shmCmaAgree(size_t a, size_t b);
 
 #endif

@@ -11,7 +11,8 @@
  * Several CMA descriptors may be in flight (up to the ring size), but the
  * sender never copies a message into the ring behind a descriptor still
  * unanswered. So when the receiver answers NACK (CMA not permitted: ptrace
- * rules, another pid namespace, COLL_SHM_CMA_THRESHOLD=0 on its side), it
+ * rules, another pid namespace; whether to use CMA at all was agreed at
+ * connect, shm_setup.c), it
  * answers NACK to every later descriptor too, keeps its receive posted, and
  * the sender, which turns CMA off for the connection, re-sends each NACKed
  * message through the ring in order: the k-th message the receiver accepts

@@ -5,7 +5,14 @@
  *
  * Listen: an AF_UNIX stream socket in the abstract namespace, named
  * "coll-shm-<pid>-<random>": no file on disk, gone with the process. The
- * 64-byte handle is {magic, pid, name length, name}.
+ * 64-byte handle is {magic, pid, name length, name, single-copy threshold}.
+ *
+ * Single copy is agreed per connection before any data moves: the sender
+ * combines its own threshold with the one in the receiver's handle
+ * (shmCmaAgree: on only when both are on, from the larger threshold) and
+ * writes the result into the segment header; the receiver takes it from
+ * there. Both ends of a connection thus run one protocol even when their
+ * processes measured process_vm_readv differently (shm_cma.c).
  *
  * Connect: the SENDER creates the connection's memory with memfd_create and
  * reserves it with fallocate (so a lack of memory is an error here, not a
@@ -51,13 +58,14 @@
 #define SHM_HANDLE_MAGIC 0x636f6c6c53484d48ULL /* "collSHMH" */
 #define SHM_HELLO_MAGIC 0x636f6c6c53484d4fULL  /* "collSHMO" */
 #define SHM_HELLO_WAIT_S 10.0                  /* how long accept waits for a hello */
-#define SHM_NAME_MAX 44
+#define SHM_NAME_MAX 36 /* "coll-shm-<pid>-<16 hex>" */
 
 typedef struct {
   uint64_t magic;
   int32_t pid;
   uint32_t nameLen;
   char name[SHM_NAME_MAX + 4];
+  uint64_t cmaThreshold; /* the listener's own single-copy threshold (shmCmaThreshold; 0: never) */
 } shmHandle;
 _Static_assert(sizeof(shmHandle) <= COLL_NET_HANDLE_BYTES, "shm handle too large");
 
@@ -93,7 +101,7 @@ void shmSizes(size_t* slotBytes, size_t* dataOff, size_t* total) {
 
 /* Allocates a comm around a mapped segment and its descriptors. */
 static collResult_t shmNewComm(int isSend, shmHdr* hdr, size_t mapBytes, size_t slotBytes, size_t dataOff, int sock,
-                               int dataFd, int spaceFd, shmComm** out) {
+                               int dataFd, int spaceFd, size_t cmaThreshold, shmComm** out) {
   shmComm* c = calloc(1, sizeof *c);
   if (!c) return collSetError(collSystemError, "shm: out of memory for a connection");
   c->tag = SHM_TAG_COMM;
@@ -108,9 +116,8 @@ static collResult_t shmNewComm(int isSend, shmHdr* hdr, size_t mapBytes, size_t 
   struct ucred cr;
   socklen_t cl = sizeof cr;
   c->peerPid = getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 ? (int)cr.pid : 0;
-  size_t th = shmCmaThreshold(NULL);
-  c->cmaThreshold = isSend ? th : 0;
-  c->cmaOn = th > 0;
+  c->cmaThreshold = cmaThreshold; /* agreed by both ends (see the top of this file) */
+  c->cmaOn = cmaThreshold > 0;
   c->lastCheck = collTimeNow();
   c->stale = 1; /* the first arm resets the eventfd */
   *out = c;
@@ -154,6 +161,7 @@ collResult_t shmListenFn(int dev, void* handle, void** listenComm) {
   h.pid = l->pid;
   h.nameLen = (uint32_t)strlen(l->name);
   memcpy(h.name, l->name, h.nameLen);
+  h.cmaThreshold = shmCmaThreshold(NULL);
   memset(handle, 0, COLL_NET_HANDLE_BYTES);
   memcpy(handle, &h, sizeof h);
   *listenComm = l;
@@ -162,8 +170,8 @@ collResult_t shmListenFn(int dev, void* handle, void** listenComm) {
 
 /* Creates, reserves and maps the sender's segment; initializes the header.
  * *mfd keeps the memfd open (to pass it). */
-static collResult_t shmCreateSegment(int peerPid, shmHdr** out, int* mfd, size_t* slotBytes, size_t* dataOff,
-                                     size_t* total) {
+static collResult_t shmCreateSegment(int peerPid, uint64_t cmaThreshold, shmHdr** out, int* mfd, size_t* slotBytes,
+                                     size_t* dataOff, size_t* total) {
   shmSizes(slotBytes, dataOff, total);
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   if (pages > 0 && psz > 0 && *total > (size_t)pages / 2 * (size_t)psz)
@@ -205,6 +213,7 @@ static collResult_t shmCreateSegment(int peerPid, shmHdr** out, int* mfd, size_t
   h->dataOff = *dataOff;
   h->nslots = COLL_SHM_NSLOTS;
   h->senderPid = (int32_t)getpid();
+  h->cmaThreshold = cmaThreshold;
   *out = h;
   *mfd = fd;
   return collSuccess;
@@ -268,7 +277,8 @@ collResult_t shmConnect(int dev, const void* handle, void** sendComm) {
   shmHdr* hdr = NULL;
   int mfd = -1, fds[3] = {-1, -1, -1}, sock = -1;
   size_t slotBytes, dataOff, total;
-  collResult_t r = shmCreateSegment(h.pid, &hdr, &mfd, &slotBytes, &dataOff, &total);
+  size_t cma = shmCmaAgree(shmCmaThreshold(NULL), h.cmaThreshold);
+  collResult_t r = shmCreateSegment(h.pid, cma, &hdr, &mfd, &slotBytes, &dataOff, &total);
   if (r != collSuccess) return r;
   int dataFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), spaceFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   uint64_t full = SHM_EFD_FULL;
@@ -288,8 +298,8 @@ collResult_t shmConnect(int dev, const void* handle, void** sendComm) {
   fds[2] = spaceFd;
   if ((r = shmSendHello(sock, &hello, fds)) != collSuccess) goto fail;
   close(mfd); /* the mapping keeps the memory; the receiver has its own descriptor */
-  shmComm* c;
-  if ((r = shmNewComm(1, hdr, total, slotBytes, dataOff, sock, dataFd, spaceFd, &c)) != collSuccess) {
+  shmComm* c = NULL;
+  if ((r = shmNewComm(1, hdr, total, slotBytes, dataOff, sock, dataFd, spaceFd, cma, &c)) != collSuccess) {
     mfd = -1;
     goto fail;
   }
@@ -398,8 +408,11 @@ collResult_t shmAccept(void* listenComm, void** recvComm) {
       continue;
     }
     close(fds[0]);
-    shmComm* c;
-    collResult_t r = shmNewComm(0, h, hello.totalBytes, hello.slotBytes, hello.dataOff, fd, fds[1], fds[2], &c);
+    /* the sender's agreement, read once: it includes our own threshold, so
+     * ours being 0 means a sender that did not agree (then NACK) */
+    size_t cma = shmCmaThreshold(NULL) ? (size_t)h->cmaThreshold : 0;
+    shmComm* c = NULL;
+    collResult_t r = shmNewComm(0, h, hello.totalBytes, hello.slotBytes, hello.dataOff, fd, fds[1], fds[2], cma, &c);
     if (r != collSuccess) {
       munmap(h, hello.totalBytes);
       close(fds[1]);
