@@ -24,7 +24,7 @@
 
 #include "transports/shm/shm.h"
 
-static const collNet_v1_t* N = &collNetShm;
+static const collNet_v2_t* N = &collNetShm;
 static const size_t kMsgs[2] = {(1u << 20) + 3, 128u << 10};
 
 typedef struct {
@@ -91,13 +91,13 @@ static int side(int me, long envThreshold, long hookThreshold, int rd, int wr, s
     for (size_t i = 0; i < n; i++) out[i] = pattern(me, n, i);
     memset(in, 0, n);
     void *sq = NULL, *rq = NULL;
-    if (N->isend(s, out, n, NULL, &sq) != collSuccess || !sq) return 8;
-    if (N->irecv(r, in, n, NULL, &rq) != collSuccess || !rq) return 9;
+    if (N->isend(s, out, n, 0, NULL, &sq) != collSuccess || !sq) return 8;
+    if (N->irecv(r, in, n, 0, NULL, &rq) != collSuccess || !rq) return 9;
     int sd = 0, rdn = 0;
     size_t got = 0, sent = 0;
     for (long spins = 0; !(sd && rdn); spins++) {
-      if (!sd && N->test(sq, &sd, &sent) != collSuccess) return 10;
-      if (!rdn && N->test(rq, &rdn, &got) != collSuccess) return 11;
+      if (!sd && N->test(sq, &sd, &sent, NULL) != collSuccess) return 10;
+      if (!rdn && N->test(rq, &rdn, &got, NULL) != collSuccess) return 11;
       if (spins > 2000000) return 12;
       if (spins % 64 == 63) poll(NULL, 0, 1);
     }
