@@ -1,0 +1,1 @@
+set_tests_properties(cases.br40_shm_leftovers PROPERTIES TIMEOUT 300 SKIP_RETURN_CODE 77)
