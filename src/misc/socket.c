@@ -330,13 +330,16 @@ collResult_t collSocketFindInterface(collSockAddr* addr, char* ifname, size_t if
   collIpStr(best->ifa_addr, s, sizeof s);
   int onRoute = haveRoute && collSameIp(best->ifa_addr, &route.sa);
   int suspicious = (best->ifa_flags & IFF_LOOPBACK) || collIfBridge(best->ifa_name);
-  if (haveRoute && !onRoute && suspicious && !__atomic_exchange_n(&collIfWarned, 1, __ATOMIC_RELAXED))
+  if (haveRoute && !onRoute && suspicious && !__atomic_exchange_n(&collIfWarned, 1, __ATOMIC_RELAXED)) {
+    const struct ifaddrs* via = list;
+    while (via && !(via->ifa_addr && collSameIp(via->ifa_addr, &route.sa))) via = via->ifa_next;
     COLL_WARN(COLL_SUB_NET,
-              "using interface %s address %s (COLL_SOCKET_IFNAME=%s), but this host reaches the rendezvous %s from "
-              "%s: ranks on other hosts may not reach %s (a %s address); if init times out, set "
+              "using interface %s address %s (COLL_SOCKET_IFNAME=%s), but this host reaches the rendezvous %s "
+              "through %s (%s): ranks on other hosts may not reach %s (a %s address); if init times out, set "
               "COLL_SOCKET_IFNAME to the interface that connects the hosts",
-              best->ifa_name, s, spec ? spec : "<unset>", hs, rs, s,
+              best->ifa_name, s, spec ? spec : "<unset>", hs, via ? via->ifa_name : "another interface", rs, s,
               (best->ifa_flags & IFF_LOOPBACK) ? "loopback" : "container or VM bridge");
+  }
   COLL_INFO(COLL_SUB_NET, "using interface %s address %s (%s%s%s)", best->ifa_name, s,
             onRoute ? "route to the rendezvous " : spec ? "COLL_SOCKET_IFNAME=" : "first usable interface",
             onRoute ? hs : spec ? spec : "", !onRoute && !haveRoute && hint.sa.sa_family ? "; rendezvous on loopback" : "");
