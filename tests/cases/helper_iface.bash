@@ -15,6 +15,9 @@
 set -u -o pipefail
 
 IFACE_BUILD=${1:?usage: $0 BUILD_DIR SOURCE_DIR}
+# The scenarios set what they need: nothing inherited may change them (e.g.
+# tests/run_all.sh exports COLL_SOCKET_IFNAME=lo). COLL_DEBUG* stay.
+for v in $(compgen -e | grep -E '^(COLL_|MASTER_|RANK$|WORLD_SIZE$|LOCAL_)' | grep -v '^COLL_DEBUG'); do unset "$v"; done
 IFACE_RANK="$IFACE_BUILD/tests/cases/case_iface_rank"
 IFACE_LOCKROOT=/run/colliface
 IFACE_P=""
