@@ -176,7 +176,8 @@ collResult_t collMailboxInit(collComm_t comm) {
   if (r == collSuccess && ok) {
     if (me != 0) fd = mbOpenPeer(comm->peers[0].pid, all[0].fd, why, sizeof why);
     m->base = fd >= 0 ? mmap(NULL, m->mapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
-    if (fd >= 0 && m->base == MAP_FAILED) snprintf(why, sizeof why, "mmap of %zu bytes: %s", m->mapBytes, strerror(errno));
+    if (fd >= 0 && m->base == MAP_FAILED)
+      snprintf(why, sizeof why, "mmap of %zu bytes: %s", m->mapBytes, strerror(errno));
   }
   if (fd >= 0 && me != 0) close(fd);
   /* round 3: everyone mapped it (then rank 0 may close its descriptor) */
@@ -189,8 +190,9 @@ collResult_t collMailboxInit(collComm_t comm) {
     if (why[0])
       COLL_INFO(COLL_SUB_INIT, "rank %d: no shm mailbox (small calls use the transports): %s", me, why);
     else
-      COLL_INFO(COLL_SUB_INIT, "rank %d: no shm mailbox (small calls use the transports): rank %d could not create or map it",
-                me, who);
+      COLL_INFO(COLL_SUB_INIT,
+                "rank %d: no shm mailbox (small calls use the transports): rank %d could not create or map it", me,
+                who);
   }
   if (r != collSuccess || !ok) goto done;
   m->pidfds = malloc(sizeof(int) * (size_t)n);

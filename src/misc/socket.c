@@ -288,10 +288,10 @@ collResult_t collSocketFindInterface(collSockAddr* addr, char* ifname, size_t if
   hint = collRootHint;
   pthread_mutex_unlock(&collRootHintMu);
   char hs[80] = "", rs[80] = "";
-  int haveRoute = 0;
-  if (hint.sa.sa_family && (!forceFam || forceFam == hint.sa.sa_family) && collRouteSource(&hint, &route) == 0 &&
-      !collIsLoopback(&route.sa)) {
-    haveRoute = 1;
+  int haveRoute = 0, hintLoop = 0;
+  if (hint.sa.sa_family && (!forceFam || forceFam == hint.sa.sa_family) && collRouteSource(&hint, &route) == 0) {
+    hintLoop = collIsLoopback(&route.sa); /* says nothing about other hosts */
+    haveRoute = !hintLoop;
     collIpStr(&hint.sa, hs, sizeof hs);
     collIpStr(&route.sa, rs, sizeof rs);
   }
@@ -340,9 +340,15 @@ collResult_t collSocketFindInterface(collSockAddr* addr, char* ifname, size_t if
               best->ifa_name, s, spec ? spec : "<unset>", hs, via ? via->ifa_name : "another interface", rs, s,
               (best->ifa_flags & IFF_LOOPBACK) ? "loopback" : "container or VM bridge");
   }
-  COLL_INFO(COLL_SUB_NET, "using interface %s address %s (%s%s%s)", best->ifa_name, s,
-            onRoute ? "route to the rendezvous " : spec ? "COLL_SOCKET_IFNAME=" : "first usable interface",
-            onRoute ? hs : spec ? spec : "", !onRoute && !haveRoute && hint.sa.sa_family ? "; rendezvous on loopback" : "");
+  char why[200];
+  size_t wl = 0;
+  why[0] = 0;
+  if (spec) wl += (size_t)snprintf(why + wl, sizeof why - wl, "COLL_SOCKET_IFNAME=%s; ", spec);
+  if (onRoute && wl < sizeof why) wl += (size_t)snprintf(why + wl, sizeof why - wl, "it reaches the rendezvous %s", hs);
+  else if (wl < sizeof why)
+    wl += (size_t)snprintf(why + wl, sizeof why - wl, "%s", spec ? "first match" : "first usable interface");
+  if (hintLoop && wl < sizeof why) snprintf(why + wl, sizeof why - wl, "; the rendezvous is on loopback here: %s", hs);
+  COLL_INFO(COLL_SUB_NET, "using interface %s address %s (%s)", best->ifa_name, s, why);
   freeifaddrs(list);
   return collSuccess;
 }

@@ -47,12 +47,17 @@ iface_expect_conns "$B" "$ONLY_VETH"
 
 iface_begin 2_root_hostname_loopback_on_A
 MASTER_ADDR=hostA
-iface_launch 0 "$A" hostA "$IFACE_TMP/hosts.a" "$R"
-iface_launch 1 "$B" hostB "$IFACE_TMP/hosts.b" "$R"
+D=(COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=NET)
+iface_launch 0 "$A" hostA "$IFACE_TMP/hosts.a" "$R" "${D[@]}"
+iface_launch 1 "$B" hostB "$IFACE_TMP/hosts.b" "$R" "${D[@]}"
 iface_finish "$A" "$B"
 iface_expect_ok 20
 iface_expect_conns "$A" "$ONLY_VETH"
 iface_expect_conns "$B" "$ONLY_VETH"
+grep -q 'using interface eth0 address 198.18.99.1 (first usable interface; the rendezvous is on loopback here: 127.0.1.1)' \
+  "$IFACE_RUN/rank0.out" || iface_bad "2: rank 0 did not log its choice with the loopback rendezvous"
+grep -q 'using interface eth0 address 198.18.99.2 (it reaches the rendezvous 198.18.99.1)' "$IFACE_RUN/rank1.out" ||
+  iface_bad "2: rank 1 did not log the route to the rendezvous"
 
 iface_begin 3_hostname_unresolvable
 MASTER_ADDR=198.18.99.1
@@ -70,12 +75,14 @@ ip -n "$A" link set eth9 up
 iface_ifb "$A" eth9.7
 addrs=$(ip -n "$A" -4 -o addr show dev eth9)
 [[ "$addrs" == *198.18.99.1/24* ]] || ip -n "$A" addr add 198.18.99.1/24 dev eth9
-iface_launch 0 "$A" hostA "$IFACE_TMP/hosts.a" "$R" COLL_SOCKET_IFNAME=eth9
+iface_launch 0 "$A" hostA "$IFACE_TMP/hosts.a" "$R" COLL_SOCKET_IFNAME=eth9 "${D[@]}"
 iface_launch 1 "$B" hostB "$IFACE_TMP/hosts.b" "$R"
 iface_finish "$A" "$B"
 iface_expect_ok 20
 iface_expect_conns "$A" "$ONLY_VETH"
 iface_expect_conns "$B" "$ONLY_VETH"
-grep -h 'using interface' "$IFACE_RUN"/rank0.out | sed 's/^/  /'
+n=$(grep -c 'using interface eth9 address 198.18.99.1 ' "$IFACE_RUN/rank0.out")
+others=$(grep 'using interface' "$IFACE_RUN/rank0.out" | grep -vc 'using interface eth9 address 198.18.99.1 ')
+[ "$n" -ge 1 ] && [ "$others" = 0 ] || iface_bad "4: rank 0 used another interface than eth9 (or did not log it)"
 
 iface_end

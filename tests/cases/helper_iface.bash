@@ -49,7 +49,7 @@ iface_cleanup() {
   [ -n "$IFACE_P" ] && iface_teardown_prefix "$IFACE_P"
   [ -n "$IFACE_P" ] && rm -rf "${IFACE_LOCKROOT:?}/$IFACE_P"
   rmdir "$IFACE_LOCKROOT" 2>/dev/null
-  [ -n "$IFACE_TMP" ] && rm -rf "$IFACE_TMP"
+  [ -n "$IFACE_TMP" ] && [ -z "${IFACE_KEEP:-}" ] && rm -rf "$IFACE_TMP"
   IFACE_P=""
   IFACE_TMP=""
 }
