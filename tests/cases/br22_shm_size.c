@@ -21,7 +21,7 @@
  * holds exactly what it held before. Needs root (mount namespace); exits 77
  * without. About 10 s, most of it first-touch page faults of the 256 MiB
  * buffers (4 ranks x 512 MiB at peak: 2 GiB). BR22_SCALE=k divides the
- * recipe's counts by k (the sanitizer build runs with 8).
+ * recipe's counts by k (the sanitizer build runs with 4).
  */
 #include <dirent.h>
 #include <errno.h>
