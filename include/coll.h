@@ -132,8 +132,11 @@ const char* collGetLastError(collComm_t comm);
 /** Creates a new unique id: opens the rendezvous listener on this process
  *  (interface per COLL_SOCKET_IFNAME, port per COLL_COMM_ID if set) and draws
  *  a 64-bit random secret. Call once per communicator, on one process only.
- *  Errors: collInvalidArgument (NULL), collSystemError (no interface, bind).
- *  Thread-safe. */
+ *  Errors: collInvalidArgument (NULL; COLL_SOCKET_IFNAME/COLL_SOCKET_FAMILY
+ *  that select no interface, the message lists the interfaces; COLL_COMM_ID
+ *  not host:port or its host does not resolve), collInvalidUsage (no
+ *  interface is up with an address), collSystemError (bind, or the name
+ *  service did not answer). Thread-safe. */
 collResult_t collGetUniqueId(collUniqueId* uniqueId);
 
 /** Creates the communicator of rank `rank` among `nranks` (1 <= nranks <=

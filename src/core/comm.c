@@ -100,6 +100,7 @@ void collCommSetAsyncError(collComm_t comm, collResult_t r, const char* msg) {
  * on the non-blocking init thread. */
 static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, const char* netName) {
   int n = comm->nranks;
+  collSocketSetRootHint(&id->root); /* interfaces: prefer the one that reaches the root */
   collResult_t r = collNetGetInter(netName, &comm->nets[COLL_NET_INTER]);
   if (r != collSuccess) return r;
   comm->nets[COLL_NET_INTRA] = collNetGetIntra(comm->nets[COLL_NET_INTER]);

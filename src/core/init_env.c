@@ -27,7 +27,7 @@ collResult_t collGetUniqueIdImpl(collUniqueId* uid) {
   collResult_t r;
   if (commId) {
     if ((r = collSocketParseAddr(commId, &addr)) != collSuccess)
-      return collSetError(r, "COLL_COMM_ID=%s is not host:port", commId);
+      return collSetError(r, "COLL_COMM_ID: %s", collLastErrorMessage());
     return collUniqueIdAt(uid, &addr, 0, 1);
   }
   char ifname[64];
@@ -155,7 +155,10 @@ collResult_t collCommInitFromEnvImpl(collComm_t* comm, collConfig_t* config) {
   }
   collSockAddr addr;
   collResult_t r = collSocketParseAddr(hostport, &addr);
-  if (r != collSuccess) return collSetError(r, "collCommInitFromEnv: rendezvous %s is not host:port", hostport);
+  if (r != collSuccess)
+    return collSetError(r, "collCommInitFromEnv: rendezvous from %s: %s",
+                        commId ? "COLL_COMM_ID" : maddr && mport ? "MASTER_ADDR:MASTER_PORT+1" : "the job id",
+                        collLastErrorMessage());
   /* Every rank derives the same secret from the job; rank 0 hosts the root. */
   uint64_t secret = collFnv(hostport, collFnv(job, 1469598103934665603ull)) | 1;
   collUniqueId uid;
