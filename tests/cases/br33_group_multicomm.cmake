@@ -7,7 +7,12 @@ set_tests_properties(cases.${name} PROPERTIES ENVIRONMENT "COLL_SOCKET_IFNAME=lo
 set(_br33_cma "COLL_SHM_CMA_THRESHOLD=4096")
 set(_br33_smallring "COLL_SHM_BUFFSIZE=32768;COLL_SHM_CMA_THRESHOLD=0")
 set(_br33_tcp "COLL_SHM_DISABLE=1")
-foreach(_tag cma smallring tcp)
+# The sanitizer build runs the single-copy variant only.
+set(_br33_tags cma smallring tcp)
+if(COLL_SANITIZE)
+  set(_br33_tags cma)
+endif()
+foreach(_tag ${_br33_tags})
   add_test(NAME cases.${name}.${_tag} COMMAND case_${name})
   set_tests_properties(cases.${name}.${_tag} PROPERTIES TIMEOUT 300 LABELS cases
                        ENVIRONMENT "COLL_SOCKET_IFNAME=lo;COLL_TIMEOUT=30;${_br33_${_tag}}")
