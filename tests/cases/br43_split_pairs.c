@@ -10,7 +10,7 @@
  *  1. colour 0 for ranks 0 and 3, 1 for ranks 1 and 2, key = rank. Rank 0
  *     sleeps 3 s before the barrier on its sub-communicator, the others call
  *     it at once: rank 3's barrier lasts >= 2.9 s, ranks 1 and 2 pass at once
- *     (< 2 s). All-reduce of 10^rank: 1001 on ranks 0 and 3, 110 on 1 and 2.
+ *     (< 2 s). (A first barrier lines each pair up before the sleep.) All-reduce of 10^rank: 1001 on ranks 0 and 3, 110 on 1 and 2.
  *     Rank 0 is sub-rank 0 and rank 3 sub-rank 1, size 2.
  *  2. same colours, key = -rank; all-gather of the world rank: [3, 0] on
  *     ranks 0 and 3, [2, 1] on ranks 1 and 2.
@@ -38,6 +38,9 @@ static int part1(collComm_t world, int rank) {
   if (!SEM_OK(collCommSplit(world, color, rank, &sub, NULL))) return fails;
   SEM_CHECK(sub != NULL, "part 1: no sub-communicator");
   if (!sub) return fails;
+  /* line the pair up first, so that rank 3's wait below measures rank 0's
+   * sleep and not how far apart the two left the split under load */
+  SEM_OK(collBarrier(sub, NULL));
   if (rank == 0) sleep(3);
   double t0 = semNow();
   SEM_OK(collBarrier(sub, NULL));
