@@ -292,8 +292,11 @@ collResult_t collBarrier(collComm_t comm, collStream_t stream);
  *  Thread-local. Errors: none. */
 collResult_t collGroupStart(void);
 
-/** Closes a group and launches its operations. Errors: collInvalidUsage
- *  without a matching collGroupStart, plus those of the grouped calls. */
+/** Closes a group and launches its operations. Operations on different
+ *  communicators progress concurrently (a receive on one never waits for
+ *  an operation on another); without streams the call returns when all of
+ *  them finished. Errors: collInvalidUsage without a matching
+ *  collGroupStart, plus those of the grouped calls. */
 collResult_t collGroupEnd(void);
 
 #if defined(__GNUC__)

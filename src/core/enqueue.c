@@ -43,15 +43,43 @@ static collResult_t collGroupAdd(collComm_t comm, collStream_t stream, const col
   return collSuccess;
 }
 
+/* 1 when the group's operations use more than one communicator. */
+static int collGroupMultiComm(void) {
+  for (int i = 1; i < collGroupN; i++)
+    if (collGroupItems[i].comm != collGroupItems[0].comm) return 1;
+  return 0;
+}
+
+/* Waits for and frees a private stream of collGroupEnd; names the
+ * communicator's rank in the error. */
+static collResult_t collGroupWait(collStream_t s) {
+  collComm_t comm = s->comm;
+  int rank = comm->rank, nranks = comm->nranks;
+  collResult_t r = collStreamDestroy(s);
+  if (r != collSuccess)
+    r = collSetError(r, "collGroupEnd: the operations on the communicator where this is rank %d of %d failed: %s",
+                     rank, nranks, comm->asyncMsg[0] ? comm->asyncMsg : collGetErrorString(r));
+  return r;
+}
+
 /* Launches the group's operations: per communicator (in order of first use),
- * its operations in issue order, all on the first operation's stream. */
+ * its operations in issue order, all on the first operation's stream.
+ * Communicators of one group progress concurrently, as in NCCL: when the
+ * group spans several, the blocking (NULL-stream) ones are queued on a
+ * private stream each (run by that communicator's progress thread) and
+ * collGroupEnd waits for all of them. One after another, a send on one
+ * communicator could wait for a receive that its peer posts only on a
+ * communicator it runs later (BR-33: a single-copy send, or one larger than
+ * the ring, completes only once the receiver has read it). */
 collResult_t collGroupEndImpl(void) {
   if (collGroupDepth == 0)
     return collSetError(collInvalidUsage, "collGroupEnd: no matching collGroupStart on this thread");
   if (--collGroupDepth > 0) return collSuccess;
   collResult_t result = collGroupError;
   collOp* ops = malloc(sizeof(collOp) * (size_t)(collGroupN ? collGroupN : 1));
-  if (!ops) result = collSetError(collSystemError, "collGroupEnd: out of memory");
+  int concurrent = collGroupMultiComm(), ntemp = 0;
+  collStream_t* temp = concurrent ? calloc((size_t)collGroupN, sizeof *temp) : NULL;
+  if (!ops || (concurrent && !temp)) result = collSetError(collSystemError, "collGroupEnd: out of memory");
   for (int i = 0; i < collGroupN && result == collSuccess; i++) {
     collComm_t comm = collGroupItems[i].comm;
     if (!comm) continue;
@@ -69,9 +97,17 @@ collResult_t collGroupEndImpl(void) {
     if (result != collSuccess) break;
     result = collCommEnter(comm, "collGroupEnd");
     if (result != collSuccess) break;
-    result = collSubmit(comm, stream, ops, n);
+    if (concurrent && !stream && (result = collStreamCreate(comm, &temp[ntemp])) == collSuccess)
+      stream = temp[ntemp++];
+    if (result == collSuccess) result = collSubmit(comm, stream, ops, n);
     collCommLeave(comm);
   }
+  /* whatever was queued runs on the caller's buffers: wait for it, error or not */
+  for (int k = 0; k < ntemp; k++) {
+    collResult_t r = collGroupWait(temp[k]);
+    if (result == collSuccess) result = r;
+  }
+  free(temp);
   free(ops);
   free(collGroupItems); /* thread-local: free it now, threads may exit */
   collGroupItems = NULL;
