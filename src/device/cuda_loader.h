@@ -79,7 +79,8 @@ int collCudaDriverVersion(void);
   X(cuLibraryLoadData) X(cuLibraryUnload) X(cuLibraryGetKernel) X(cuLaunchKernel)         \
   X(cuMemCreate) X(cuMemRelease) X(cuMemExportToShareableHandle)                          \
   X(cuMemImportFromShareableHandle) X(cuMemAddressReserve) X(cuMemAddressFree)            \
-  X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity)
+  X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity)                \
+  X(cuMemRetainAllocationHandle) X(cuDeviceCanAccessPeer)
 
 #define COLL_CUDA_PFN(name) __typeof__(name)* pfn_##name;
 typedef struct {
