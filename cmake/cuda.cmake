@@ -61,4 +61,6 @@ target_include_directories(coll_objects PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
 # tests that include src/device headers see the same configuration
 target_compile_definitions(coll_internal INTERFACE COLL_HAVE_CUDA=1)
 target_include_directories(coll_internal INTERFACE ${CUDAToolkit_INCLUDE_DIRS})
+# the toolkit's stub driver: tests load it to see the driver's failures
+find_file(COLL_CUDA_STUB_LIB libcuda.so PATHS ${CUDAToolkit_LIBRARY_DIR}/stubs NO_DEFAULT_PATH)
 message(STATUS "coll: CUDA ${CUDAToolkit_VERSION} support on, kernels for ${_archs_str}")

@@ -68,6 +68,7 @@ int collCudaDriverVersion(void);
 #define COLL_CUDA_SYMBOLS(X)                                                              \
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString)                   \
   X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) X(cuDeviceGetPCIBusId)       \
+  X(cuDeviceGetName)                                                                      \
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent)             \
   X(cuCtxSetCurrent) X(cuCtxGetDevice) X(cuPointerGetAttributes)                          \
   X(cuMemAlloc) X(cuMemFree) X(cuMemcpyAsync) X(cuMemcpy) X(cuMemsetD8Async)              \
