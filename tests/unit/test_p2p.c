@@ -358,6 +358,7 @@ static void test_killed_receiver(void** st) {
   close(rd);
 #ifdef COLL_HAVE_CUDA
   CUdeviceptr d = 0;
+  assert_int_equal(collDevSetCurrent(0), collSuccess);
   assert_int_equal(COLL_CU(cuMemAlloc)(&d, 4096), CUDA_SUCCESS);
 #else
   uintptr_t d = 0;

@@ -96,8 +96,11 @@ typedef struct p2pComm {
 collResult_t p2pPost(p2pComm* c, int isSend, CUdeviceptr data, size_t size, uint64_t tag, void** request);
 /* p2p_ring.c: test() of the table. */
 collResult_t p2pTest(void* request, int* done, size_t* size, uint64_t* tag);
-/* p2p_ring.c: makes c's context current on this thread. */
-collResult_t p2pUseCtx(p2pComm* c);
+/* p2p_ring.c: makes ctx current on this thread and returns the context
+ * that was current (the caller's: a user thread keeps its own device). */
+CUcontext p2pEnterCtx(CUcontext ctx);
+/* p2p_ring.c: makes prev current again (if it is not). */
+void p2pLeaveCtx(CUcontext prev);
 
 /* p2p_setup.c: listen, connect, accept, close of the table. */
 collResult_t p2pListen(int dev, void* handle, void** listenComm);

@@ -17,11 +17,16 @@
 #include "misc/socket.h"
 #include "transports/p2p/p2p_internal.h"
 
-collResult_t p2pUseCtx(p2pComm* c) {
+CUcontext p2pEnterCtx(CUcontext ctx) {
   CUcontext cur = NULL;
-  if (COLL_CU(cuCtxGetCurrent)(&cur) == CUDA_SUCCESS && cur == c->ctx) return collSuccess;
-  COLL_CU_CHECK(COLL_CU(cuCtxSetCurrent)(c->ctx), "p2p: cuCtxSetCurrent failed");
-  return collSuccess;
+  if (COLL_CU(cuCtxGetCurrent)(&cur) != CUDA_SUCCESS) cur = NULL;
+  if (ctx && cur != ctx) COLL_CU(cuCtxSetCurrent)(ctx);
+  return cur;
+}
+
+void p2pLeaveCtx(CUcontext prev) {
+  CUcontext cur = NULL;
+  if (COLL_CU(cuCtxGetCurrent)(&cur) == CUDA_SUCCESS && cur != prev) COLL_CU(cuCtxSetCurrent)(prev);
 }
 
 /* Fails the comm for good: every later call returns the same error. */
@@ -205,14 +210,12 @@ collResult_t p2pTest(void* request, int* done, size_t* size, uint64_t* tag) {
     return collSetError(collInvalidArgument, "p2p test: NULL or already completed request");
   p2pComm* c = r->comm;
   *done = 0;
-  if (c->err == collSuccess) {
-    collResult_t e = p2pUseCtx(c);
-    if (e != collSuccess) p2pFail(c, e, "%s", collLastErrorMessage());
-  }
   if (c->err == collSuccess && r->state != P2P_REQ_DONE) {
+    CUcontext prev = p2pEnterCtx(c->ctx);
     int a = p2pRetire(c);
     int b = a < 0 ? -1 : c->isSend ? p2pIssueSends(c) : p2pIssueRecvs(c);
     int d = b < 0 ? -1 : p2pRetire(c);
+    p2pLeaveCtx(prev);
     if (a == 0 && b == 0 && d == 0) p2pCheckPeer(c);
   }
   if (r->state == P2P_REQ_DONE) {

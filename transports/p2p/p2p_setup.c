@@ -95,6 +95,7 @@ static socklen_t p2pAddr(struct sockaddr_un* a, const char* name, size_t len) {
 collResult_t p2pListen(int dev, void* handle, void** listenComm) {
   if (!handle || !listenComm) return collSetError(collInvalidArgument, "p2p listen: NULL argument");
   *listenComm = NULL;
+  if (collCudaLoad() != collSuccess) return collSetError(collSystemError, "p2p listen: %s", collCudaLoadMessage());
   int ndev = collDevCount();
   if (dev < 0 || dev >= ndev)
     return collSetError(collInvalidArgument, "p2p listen: GPU %d does not exist (this process sees %d)", dev, ndev);
@@ -281,9 +282,7 @@ static collResult_t p2pSendHello(int sock, const p2pHello* hello, const int* fds
   }
 }
 
-collResult_t p2pConnect(int dev, const void* handle, void** sendComm) {
-  if (!handle || !sendComm) return collSetError(collInvalidArgument, "p2p connect: NULL argument");
-  *sendComm = NULL;
+static collResult_t p2pConnectIn(int dev, const void* handle, void** sendComm) {
   p2pHandle h;
   memcpy(&h, handle, sizeof h);
   if (h.magic != P2P_HANDLE_MAGIC || h.nameLen == 0 || h.nameLen > P2P_NAME_MAX)
@@ -429,10 +428,31 @@ static p2pHdr* p2pMapHdr(const p2pHello* hello, int mfd) {
   return h;
 }
 
+/* Wraps a setup call: checks the driver, and leaves the caller's thread
+ * with the context it had (setup makes the comm's GPU current). */
+collResult_t p2pConnect(int dev, const void* handle, void** sendComm) {
+  if (!handle || !sendComm) return collSetError(collInvalidArgument, "p2p connect: NULL argument");
+  *sendComm = NULL;
+  if (collCudaLoad() != collSuccess) return collSetError(collSystemError, "p2p connect: %s", collCudaLoadMessage());
+  CUcontext prev = p2pEnterCtx(NULL);
+  collResult_t r = p2pConnectIn(dev, handle, sendComm);
+  p2pLeaveCtx(prev);
+  return r;
+}
+
+static collResult_t p2pAcceptIn(p2pListenComm* l, void** recvComm);
 collResult_t p2pAccept(void* listenComm, void** recvComm) {
   p2pListenComm* l = listenComm;
   if (!l || !recvComm) return collSetError(collInvalidArgument, "p2p accept: NULL argument");
   *recvComm = NULL;
+  if (collCudaLoad() != collSuccess) return collSetError(collSystemError, "p2p accept: %s", collCudaLoadMessage());
+  CUcontext prev = p2pEnterCtx(NULL);
+  collResult_t r = p2pAcceptIn(l, recvComm);
+  p2pLeaveCtx(prev);
+  return r;
+}
+
+static collResult_t p2pAcceptIn(p2pListenComm* l, void** recvComm) {
   for (;;) {
     int fd = accept4(l->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
@@ -484,7 +504,7 @@ collResult_t p2pCloseComm(void* comm) {
     else atomic_store(&c->hdr->recvClosed, P2P_CLOSED);
   }
   if (c->ctx) {
-    COLL_CU(cuCtxSetCurrent)(c->ctx);
+    CUcontext prev = p2pEnterCtx(c->ctx);
     if (c->stream) COLL_CU(cuStreamSynchronize)(c->stream); /* our copies touch the ring: let them end */
     for (int i = 0; i < COLL_P2P_NSLOTS; i++)
       if (c->ev[i]) COLL_CU(cuEventDestroy)(c->ev[i]);
@@ -494,6 +514,7 @@ collResult_t p2pCloseComm(void* comm) {
       COLL_CU(cuMemAddressFree)(c->ring, c->ringBytes);
     }
     if (c->alloc) COLL_CU(cuMemRelease)(c->alloc); /* freed once the receiver's mapping is gone too */
+    p2pLeaveCtx(prev);
   }
   if (c->hdr) munmap(c->hdr, c->hdrBytes);
   if (c->sock >= 0) close(c->sock);
