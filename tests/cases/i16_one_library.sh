@@ -18,7 +18,7 @@ bad() { echo "FAILED: $*"; fail=1; }
 
 [ -e "$lib" ] || { echo "FAILED: no $lib"; exit 1; }
 deps=$(readelf -d "$lib" | awk '/NEEDED/ {print $5}')
-echo "libcoll.so needs: $(echo $deps)"
+echo "libcoll.so needs: $(echo "$deps" | tr "\n" " ")"
 echo "$deps" | grep -qiE 'cuda|cudart|nvidia|nvrtc' && bad "libcoll.so depends on a CUDA library"
 undef=$(nm -D --undefined-only "$lib" | awk '{print $2}' | grep -E '^cu[A-Z]|^cuda' || true)
 [ -z "$undef" ] || bad "undefined CUDA symbols: $undef"
