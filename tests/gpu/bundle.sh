@@ -3,8 +3,9 @@
 # a GPU, here (where the toolchain is), and collects it in one folder to
 # carry there: libcoll, the test programs and benchmarks, the PyTorch shim,
 # the scripts, and every shared library they load that is not part of glibc
-# (hwloc, udev, cmocka, the CUDA runtime for test_cuda_loader), since that
-# machine may lack Debian's packages. Prints the folder's size.
+# (hwloc and udev in lib/; cmocka and the CUDA runtime, which only the unit
+# tests use, in lib/test/), since that machine may lack Debian's packages.
+# Prints the folder's size.
 # Usage: tests/gpu/bundle.sh [BUILD_DIR [BUNDLE_DIR]]
 #        (defaults: build-gpu, build-gpu-bundle; both are git-ignored)
 set -euo pipefail
@@ -31,8 +32,12 @@ for f in "$out"/bin/* "$out"/lib/libcoll.so.*.*; do
 done | sort -u | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libcoll.so*) ;;
+    libcudart*|libcmocka*) mkdir -p "$out/lib/test" && cp -L "$lib" "$out/lib/test/" ;; # tests only: kept off torch's path
     *) cp -L "$lib" "$out/lib/" ;;
   esac
 done
+# the toolkit's stub driver, for test_cuda_loader's failure cases
+stub=$(awk -F= '/^COLL_CUDA_STUB_LIB:/{print $2}' "$build/CMakeCache.txt")
+[ -n "$stub" ] && [ -e "$stub" ] && mkdir -p "$out/lib/stubs" && cp "$stub" "$out/lib/stubs/libcuda.so"
 strip --strip-debug "$out"/bin/* "$out"/lib/*.so* 2>/dev/null || true
 du -sh "$out"

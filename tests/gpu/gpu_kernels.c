@@ -174,6 +174,7 @@ static void testReductions(int quick) {
       for (size_t ci = 0; ci < ncounts; ci++)
         for (size_t oi = 0; oi < sizeof offs / sizeof offs[0]; oi++) {
           size_t n = counts[ci];
+          if (n > 65536 + 5 && oi != 0 && oi != 3) continue; /* the largest: one packed, one unpacked layout */
           fill((collDataType_t)t, ha, n, &seed);
           fill((collDataType_t)t, hb, n, &seed);
           int nranks = oi % 3 == 0 ? 2 : oi % 3 == 1 ? 3 : 8;
@@ -221,7 +222,7 @@ static void testCopy(void) {
     for (int so = 0; so < 18; so += sizes[si] > 300 ? 7 : 1)
       for (int dof = 0; dof < 18; dof += sizes[si] > 300 ? 7 : 1) {
         size_t n = sizes[si];
-        CU(COLL_CU(cuMemsetD8Async)(dd, 0xee, big + 64 + GUARD, gStream));
+        CU(COLL_CU(cuMemsetD8Async)(dd, 0xee, n + (size_t)dof + GUARD, gStream));
         CO(collDevCopyAsync((void*)(uintptr_t)(dd + (CUdeviceptr)dof), (void*)(uintptr_t)(ds + (CUdeviceptr)so), n,
                             COLL_DEV_COPY_KERNEL, gStream));
         CU(COLL_CU(cuMemcpyAsync)((CUdeviceptr)(uintptr_t)out, dd, n + (size_t)dof + GUARD, gStream));

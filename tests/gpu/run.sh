@@ -34,6 +34,7 @@ export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export COLL_LIBRARY="$B/lib/libcoll.so"
 export PYTHONPATH="$B/python${PYTHONPATH:+:$PYTHONPATH}"
 export COLL_SOCKET_IFNAME=${COLL_SOCKET_IFNAME:-lo}
+export COLL_TEST_CUDA_STUB="$B/lib/stubs/libcuda.so"
 export COLL_TIMEOUT=${COLL_TIMEOUT:-60}
 # a python3 that has torch (pyenv shims may hide the system's)
 PY=${PYTHON:-python3}
@@ -78,9 +79,10 @@ say "| step | result | wall | note |"
 say "|---|---|---|---|"
 
 # ---- probe and unit --------------------------------------------------------
-step unit_reduce_math 60 "$B/bin/test_reduce_math"
-step unit_cuda_loader 60 "$B/bin/test_cuda_loader"
-step unit_p2p 150 "$B/bin/test_p2p"
+tl="$B/lib/test:$LD_LIBRARY_PATH" # cmocka and the CUDA runtime, for the unit tests only
+step unit_reduce_math 60 env LD_LIBRARY_PATH="$tl" "$B/bin/test_reduce_math"
+step unit_cuda_loader 60 env LD_LIBRARY_PATH="$tl" "$B/bin/test_cuda_loader"
+step unit_p2p 150 env LD_LIBRARY_PATH="$tl" "$B/bin/test_p2p"
 gpu=1
 grep -q "skipped: the p2p transport needs a GPU" "$OUT/unit_p2p.log" && gpu=0
 xproc=1
