@@ -9,7 +9,7 @@
 # machines without a GPU or driver. Only <cuda.h> is needed at build time.
 set(COLL_CUDA "AUTO" CACHE STRING "GPU support (CUDA kernels, P2P transport): AUTO (when a CUDA toolkit >= 12 is found), ON, OFF")
 set_property(CACHE COLL_CUDA PROPERTY STRINGS AUTO ON OFF)
-set(COLL_CUDA_ARCHS "80;90" CACHE STRING "GPU architectures (compute capability x 10) of the embedded kernels: SASS for each, PTX for the last")
+set(COLL_CUDA_ARCHS "80;90;100" CACHE STRING "GPU architectures (compute capability x 10) of the embedded kernels: SASS for each, PTX for the last")
 
 string(TOUPPER "${COLL_CUDA}" _coll_cuda)
 set(COLL_HAVE_CUDA OFF)
