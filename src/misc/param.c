@@ -52,6 +52,7 @@ static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     [COLL_PARAM_TUNE_CALIBRATE] = {"COLL_TUNE_CALIBRATE", 0, 0, 1, "1: measure latency and bandwidth of each link class at init (a few ms) and give the tuner those instead of the topology's estimates"},
     [COLL_PARAM_MAILBOX_BYTES] = {"COLL_MAILBOX_BYTES", 4096, 0, 1 << 20, "small collectives whose data per rank is at most this many bytes run one-shot through a shared-memory mailbox when every rank is on one node (all-reduce, all-gather, reduce-scatter); 0: off"},
     [COLL_PARAM_PROGRESS_CPU] = {"COLL_PROGRESS_CPU", -1, -1, CPU_SETSIZE - 1, "pin each communicator's progress thread to this CPU; -1: the NUMA node of the rank's NIC when the machine has several"},
+    [COLL_PARAM_P2P_BUFFSIZE] = {"COLL_P2P_BUFFSIZE", 4 << 20, 1 << 16, 1 << 30, "bytes of GPU memory (8 slots) the receiver of each CUDA P2P connection allocates for its ring"},
 };
 
 static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
@@ -67,6 +68,7 @@ static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
     [COLL_SPARAM_TOPO_FILE] = {"COLL_TOPO_FILE", NULL, "hwloc XML topology to use instead of discovering this machine (tests, simulation)"},
     [COLL_SPARAM_TUNER_PLUGIN] = {"COLL_TUNER_PLUGIN", NULL, "path of a tuner plugin (.so exporting collTunerPlugin_v1, include/coll_tuner.h)"},
     [COLL_SPARAM_TOPO_DUMP_FILE] = {"COLL_TOPO_DUMP_FILE", NULL, "write the discovered topology as hwloc XML to this path and coll's summary to path.summary"},
+    [COLL_SPARAM_CUDA_LIBRARY] = {"COLL_CUDA_LIBRARY", "libcuda.so.1", "the CUDA driver library coll loads (dlopen) the first time it needs the GPU"},
 };
 
 static int64_t collIntValues[COLL_PARAM_COUNT_INT];

@@ -18,6 +18,7 @@ typedef enum {
   COLL_PARAM_PROGRESS_CPU,   /* COLL_PROGRESS_CPU, pin the progress thread to this CPU */
   COLL_PARAM_TUNE_CALIBRATE, /* COLL_TUNE_CALIBRATE: measure links at init for the tuner */
   COLL_PARAM_MAILBOX_BYTES,  /* COLL_MAILBOX_BYTES: one-shot shared-memory calls up to this many bytes per rank */
+  COLL_PARAM_P2P_BUFFSIZE,   /* COLL_P2P_BUFFSIZE: device ring bytes of each CUDA P2P connection */
   COLL_PARAM_COUNT_INT
 } collIntParam;
 
@@ -34,6 +35,7 @@ typedef enum {
   COLL_SPARAM_TOPO_FILE,     /* COLL_TOPO_FILE, hwloc XML to use instead of discovery */
   COLL_SPARAM_TOPO_DUMP_FILE, /* COLL_TOPO_DUMP_FILE, write the topology (XML + .summary) */
   COLL_SPARAM_TUNER_PLUGIN,  /* COLL_TUNER_PLUGIN: path of a tuner plugin .so */
+  COLL_SPARAM_CUDA_LIBRARY,  /* COLL_CUDA_LIBRARY: the CUDA driver library to dlopen */
   COLL_SPARAM_COUNT
 } collStrParam;
 
