@@ -7,8 +7,10 @@
  * host can name the rank whose process exited (gone, or a zombie not yet
  * reaped by its launcher) or is stopped (SIGSTOP, SIGTSTP, a debugger).
  *
- * Read once per failure, never on the data path. Peers on other hosts are
- * not examined (their message names the rank they waited for).
+ * Ranks that exited after marking themselves failed in the node's mailbox
+ * failed like us and are left out. Read once per failure, never on the
+ * data path. Peers on other hosts are not examined (the message names the
+ * rank this one waited for).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,8 +19,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/engine.h"
 #include "engine/blame.h"
+#include "engine/engine.h"
+#include "engine/mailbox.h"
 
 char collProcState(int pid) {
   if (pid <= 0) return 0;
@@ -62,8 +65,11 @@ void collEngineBlame(collComm_t comm, char* msg, size_t size) {
   int named = 0, more = 0;
   for (int i = 0; i < comm->nranks; i++) {
     if (!collBlameSameHost(comm, i)) continue;
-    const char* words = collProcStateWords(collProcState(comm->peers[i].pid));
-    if (!words) continue;
+    char st = collProcState(comm->peers[i].pid);
+    const char* words = collProcStateWords(st);
+    /* a rank that failed as we did and then exited is no news: skip ranks
+     * that marked themselves failed in the mailbox before exiting */
+    if (!words || ((st == 'X' || st == 'Z') && collMailboxPeerFailed(comm, i))) continue;
     if (named == COLL_BLAME_MAX) {
       more++;
       continue;

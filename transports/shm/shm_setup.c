@@ -362,16 +362,17 @@ static collResult_t shmRejectTruncated(shmListen* l, int fd) {
   struct ucred cr;
   socklen_t cl = sizeof cr;
   int pid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 ? (int)cr.pid : 0;
-  int e = EMFILE; /* what MSG_CTRUNC means for our room of 4 descriptors; check it */
-  int t = dup(fd);
-  if (t >= 0) {
-    close(t);
-    e = ENFILE; /* not at our own limit now: the system's, or it was freed since */
-  } else if (errno != EMFILE) {
-    e = errno;
-  }
+  /* With room for 4 descriptors, MSG_CTRUNC means the kernel could not
+   * install them: EMFILE, unless taking 3 now fails otherwise (ENFILE) */
+  int e = EMFILE, t[3], nt = 0;
+  for (; nt < 3; nt++)
+    if ((t[nt] = dup(fd)) < 0) {
+      if (errno != EMFILE) e = errno;
+      break;
+    }
+  while (nt > 0) close(t[--nt]);
   shmNak nak = {SHM_NAK_MAGIC, (int32_t)e, (int32_t)getpid()};
-  if (write(fd, &nak, sizeof nak) != (ssize_t)sizeof nak) { /* the sender will see EOF instead */ }
+  if (send(fd, &nak, sizeof nak, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof nak) { /* gone: EOF does */ }
   close(fd);
   struct rlimit rl;
   char lim[48] = "?";
