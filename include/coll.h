@@ -57,7 +57,8 @@ typedef enum {
                                unbalanced group calls) */
   collRemoteError = 6,      /* a peer failed or closed its connection */
   collInProgress = 7,       /* non-blocking operation still running */
-  collTimeout = 8,          /* a wait passed its deadline (COLL_TIMEOUT) */
+  collTimeout = 8,          /* a wait passed its deadline (COLL_TIMEOUT,
+                               collCommSetTimeout, collCommSetCallTimeout) */
   collNumResults = 9
 } collResult_t;
 
