@@ -70,12 +70,22 @@ static int failIsCollMemfd(const char* t) { return strncmp(t, "/memfd:coll", 11)
 int failCountFds(void) { return failForFds(NULL); }
 int failCountMemfds(void) { return failForFds(failIsCollMemfd); }
 
-int failCountDevShm(void) {
+int failCountDevShm(const pid_t* pids, int npids) {
   DIR* d = opendir("/dev/shm");
   if (!d) return 0;
   int n = 0;
   struct dirent* e;
-  while ((e = readdir(d)) != NULL) n += strncmp(e->d_name, "coll", 4) == 0;
+  while ((e = readdir(d)) != NULL) {
+    if (strncmp(e->d_name, "coll", 4) != 0) continue;
+    int mine = npids == 0;
+    for (int k = 0; k < npids && !mine; k++) { /* coll's names end in "-<pid of the creator>" */
+      char tail[24];
+      snprintf(tail, sizeof tail, "-%d", (int)pids[k]);
+      size_t tl = strlen(tail), nl = strlen(e->d_name);
+      mine = nl > tl && strcmp(e->d_name + nl - tl, tail) == 0;
+    }
+    n += mine;
+  }
   closedir(d);
   return n;
 }
@@ -168,10 +178,10 @@ int failPerfKill(const char* perf, int nranks, const char* bytes, int iters, int
 static int failJobBody(int rank, int nranks, void* arg) {
   failJob* j = arg;
   j->fds0[rank] = failCountFds();
-  collConfig_t cfg = COLL_CONFIG_INITIALIZER;
-  cfg.timeoutSec = j->timeoutSec;
   collComm_t comm;
-  collResult_t r = collCommInitFromEnv(&comm, &cfg);
+  collResult_t r = collCommInitFromEnv(&comm, NULL);
+  /* the short timeout applies to the collectives, not to init on a loaded machine */
+  if (r == collSuccess) r = collCommSetTimeout(comm, j->timeoutSec);
   if (r != collSuccess) {
     snprintf(j->msg[rank], sizeof j->msg[rank], "init: %s", collGetLastError(NULL));
     return 2;
@@ -215,6 +225,8 @@ int failJobTrial(failJob* job, int nranks, int victim, int sig, double delay, do
   collLaunchSpec spec = {.nranks = nranks, .timeoutSec = 60, .capture = 1, .body = failJobBody, .arg = job};
   collLaunch* L = collLaunchStart(&spec);
   if (!L) return 1;
+  pid_t pids[FAIL_JOB_MAX] = {0};
+  for (int k = 0; k < nranks && k < FAIL_JOB_MAX; k++) pids[k] = collLaunchPid(L, k);
   int fails = 0, all = 0;
   double until = failNow() + 30;
   while (!all && failNow() < until && collLaunchPoll(L) == nranks) {
@@ -223,7 +235,9 @@ int failJobTrial(failJob* job, int nranks, int victim, int sig, double delay, do
     if (!all) usleep(2000);
   }
   if (!all) {
-    fprintf(stderr, "trial: the ranks did not all start looping\n");
+    printf("trial: the ranks did not all start looping\n");
+    for (int k = 0; k < nranks; k++)
+      if (job->msg[k][0]) printf("  rank %d: %s\n", k, job->msg[k]);
     collLaunchReport(L);
     collLaunchFree(L);
     return 1;
@@ -243,6 +257,11 @@ int failJobTrial(failJob* job, int nranks, int victim, int sig, double delay, do
   }
   collLaunchKill(L, victim, SIGKILL);
   int bad = collLaunchWait(L, 10);
+  int shmLeft = failCountDevShm(pids, nranks);
+  if (shmLeft) {
+    printf("  %d /dev/shm entries of this job's ranks are left\n", shmLeft);
+    fails++;
+  }
   char name[48];
   snprintf(name, sizeof name, "rank %d (pid %d", victim, (int)vpid);
   for (int k = 0; k < nranks; k++) {

@@ -27,8 +27,10 @@ int failResetHwm(void);
 int failCountFds(void);
 int failCountMemfds(void);
 int failCountThreads(void);
-/* Entries of /dev/shm whose name starts with "coll". */
-int failCountDevShm(void);
+/* Entries of /dev/shm whose name starts with "coll" and ends in "-<pid>"
+ * for one of the npids pids (npids 0: every coll entry; the machine may be
+ * shared with other jobs). */
+int failCountDevShm(const pid_t* pids, int npids);
 /* Zeroed memory shared with processes forked afterwards (never freed). */
 void* failShared(size_t bytes);
 /* 1 if the text contains every needle (NULL-terminated list). */
@@ -49,7 +51,7 @@ int failPerfKill(const char* perf, int nranks, const char* bytes, int iters, int
  * values) until one fails; each rank records what a survivor must show. */
 #define FAIL_JOB_MAX 16
 typedef struct {
-  int timeoutSec;                  /* collConfig_t.timeoutSec */
+  int timeoutSec;                  /* collCommSetTimeout after init */
   int ready[FAIL_JOB_MAX];         /* warmed up, looping */
   int done[FAIL_JOB_MAX];          /* error recorded, communicator destroyed */
   double errorAt[FAIL_JOB_MAX];    /* failNow() when the error came */
@@ -67,7 +69,8 @@ typedef struct {
  * (pid P" and `words`, e.g. "has exited" or "is stopped"), no wrong value,
  * destroy within 2 s, fds back to the count before init, no coll memfd,
  * peak RSS within 10 % (+ 2 MiB) of the RSS when ready. The victim is then
- * killed. Returns the number of failed checks; *worst gets the slowest
+ * killed; no /dev/shm entry of its ranks may be left. Returns the number
+ * of failed checks; *worst gets the slowest
  * survivor's time to error. */
 int failJobTrial(failJob* job, int nranks, int victim, int sig, double delay, double bound, const char* words,
                  double* worst, int verbose);
