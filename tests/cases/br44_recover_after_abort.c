@@ -14,7 +14,8 @@
  * Expected: each abort (destroy) returns within 5 s; C's init succeeds within
  * 10 s; every element of every all-reduce on C is 7.0 (replacement: 10.0);
  * after C is destroyed, fd and thread counts are back within 8 of those
- * before A was created.
+ * before A was created. COLL_CASE_QUICK=1 (the sanitizer build) skips the
+ * destroy and stop variants.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -120,7 +121,9 @@ int main(void) {
   static const int variants[][3] = {{0, 0, 0}, {0, 1, 0}, {1, 0, 0}, {0, 0, 1}}; /* stop, destroy, replace */
   shared* sh = failShared(sizeof *sh);
   int fails = 0;
+  int quick = getenv("COLL_CASE_QUICK") != NULL;
   for (int v = 0; v < 4; v++) {
+    if (quick && (v == 1 || v == 2)) continue;
     memset(sh, 0, sizeof *sh);
     sh->stop = variants[v][0];
     sh->destroy = variants[v][1];

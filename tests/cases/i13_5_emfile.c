@@ -11,7 +11,9 @@
  *     sender's pid, and that sender reports "process <receiver's pid>
  *     rejected this shared-memory connection ... Too many open files".
  *  b) `allreduce_perf -np 8` (its own launcher, which stops the other ranks
- *     after the first failure): fails within 10 s with "Too many open files".
+ *     after the first failure): fails with "Too many open files", not by a
+ *     timeout (both within 100 s, start-up included: the sanitizer build
+ *     starts 8 ranks slowly).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +31,7 @@ static void lowLimit(int rank, int nranks, void* arg) {
   getrlimit(RLIMIT_NOFILE, &rl);
   rl.rlim_cur = 32;
   setrlimit(RLIMIT_NOFILE, &rl);
-  setenv("COLL_TIMEOUT", "30", 1);
+  setenv("COLL_TIMEOUT", "120", 1);
 }
 
 /* Rank of the pid named right after `key` in text, -1 if none. */
@@ -49,9 +51,16 @@ static int torchrunStyle(void) {
   if (!L) return 1;
   pid_t pids[NR];
   for (int k = 0; k < NR; k++) pids[k] = collLaunchPid(L, k);
-  double t0 = failNow();
-  while (collLaunchPoll(L) > 0 && failNow() - t0 < 10) usleep(5000);
-  double took = failNow() - t0;
+  /* "at once": from the first rank's failure to the last one's (start-up,
+   * slow under sanitizers, is not counted) */
+  double t0 = failNow(), first = 0;
+  int left;
+  while ((left = collLaunchPoll(L)) > 0 && failNow() - t0 < 100 && (!first || failNow() - first < 10)) {
+    if (!first && left < NR) first = failNow();
+    usleep(5000);
+  }
+  if (!first) first = failNow();
+  double took = failNow() - first;
   collLaunchWait(L, 1);
   int fails = 0, pairs = 0, failed = 0;
   const char* dropped = "were dropped by the kernel (MSG_CTRUNC): Too many open files";
@@ -72,8 +81,8 @@ static int torchrunStyle(void) {
            told ? "reports the rejection with \"Too many open files\"" : "does NOT report it");
     pairs += told;
   }
-  printf("torchrun-style: %d of %d ranks failed within %.2f s; %d receiver/sender pair(s) agree\n", failed, NR, took,
-         pairs);
+  printf("torchrun-style: %d of %d ranks failed, the last %.2f s after the first; %d receiver/sender pair(s) agree\n",
+         failed, NR, took, pairs);
   if (failed != NR || took >= 10 || pairs == 0) fails++;
   if (fails) collLaunchReport(L);
   collLaunchFree(L);
@@ -86,11 +95,11 @@ static int ownLauncher(void) {
   collLaunch* L = collLaunchStart(&spec);
   if (!L) return 1;
   double t0 = failNow();
-  while (collLaunchPoll(L) > 0 && failNow() - t0 < 10) usleep(5000);
+  while (collLaunchPoll(L) > 0 && failNow() - t0 < 100) usleep(5000);
   double took = failNow() - t0;
   collLaunchWait(L, 1);
   const char* out = collLaunchOutput(L, 0);
-  int ok = collLaunchExitCode(L, 0) > 0 && took < 10 && strstr(out, "Too many open files");
+  int ok = collLaunchExitCode(L, 0) > 0 && !strstr(out, "timed out") && strstr(out, "Too many open files");
   printf("-np 8: exit %d after %.2f s, \"Too many open files\" %s\n", collLaunchExitCode(L, 0), took,
          strstr(out, "Too many open files") ? "reported" : "NOT reported");
   if (!ok) collLaunchReport(L);

@@ -10,7 +10,7 @@
  * collCommDestroy within 2 s, peak RSS after the signal within 10 % (+ 2 MiB)
  * of the RSS before it, fds back to the count before init, no coll memfd
  * left, no /dev/shm entry of the job's ranks left.
- * COLL_SOAK_TRIALS overrides the 50 (the sanitizer build runs fewer).
+ * COLL_SOAK_TRIALS overrides the 50. gcc build only (see the .cmake).
  */
 #include <signal.h>
 #include <stdio.h>
