@@ -512,8 +512,10 @@ collResult_t collCommDestroy(collComm_t comm) {
   if (busy > 0) {
     const char* fn = __atomic_load_n(&comm->issuerTid, __ATOMIC_ACQUIRE) ? comm->issuerFn : NULL;
     char msg[256];
-    if (fn) snprintf(msg, sizeof msg, "collCommDestroy was called on another thread while this call (%s) was in flight", fn);
-    else snprintf(msg, sizeof msg, "collCommDestroy was called on another thread while this call was in flight");
+    if (fn)
+      snprintf(msg, sizeof msg, "collCommDestroy was called on another thread while this call (%s) was in flight", fn);
+    else
+      snprintf(msg, sizeof msg, "collCommDestroy was called on another thread while this call was in flight");
     COLL_WARN(COLL_SUB_INIT, "collCommDestroy: %d call(s) in flight on other threads are failed (%s)", busy,
               fn ? fn : "a call");
     collCommSetAsyncError(comm, collInvalidUsage, msg);

@@ -171,7 +171,8 @@ static size_t collNranksOf(collComm_t comm) {
 
 collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
                            collRedOp_t op, collComm_t comm, collStream_t stream) {
-  collOp o = {COLL_FN_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, 0, collAlgoOverride(COLL_FN_ALLREDUCE), 0, 0};
+  collOp o = {COLL_FN_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, 0, collAlgoOverride(COLL_FN_ALLREDUCE),
+              0, 0};
   return collIssue(comm, stream, &o, "collAllReduce", 1, 1, 1, 0);
 }
 
@@ -198,7 +199,8 @@ collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count, c
 
 collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
                         int root, collComm_t comm, collStream_t stream) {
-  collOp o = {COLL_FN_REDUCE, sendbuff, recvbuff, count, datatype, op, root, 0, collAlgoOverride(COLL_FN_REDUCE), 0, 0};
+  collOp o = {COLL_FN_REDUCE, sendbuff, recvbuff, count, datatype, op, root, 0, collAlgoOverride(COLL_FN_REDUCE),
+              0, 0};
   return collIssue(comm, stream, &o, "collReduce", 1, 1, 1, 1);
 }
 

@@ -147,7 +147,8 @@ collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** o
       return collSetError(collRemoteError,
                           "rank %d: rank %d (%s) did not take a connection for %lld ms (COLL_CONNECT_TIMEOUT_MS): "
                           "its process exited, or its communicator failed or was destroyed",
-                          comm->rank, peer, comm->peers[peer].host, (long long)collParamInt(COLL_PARAM_CONNECT_RETRY_MS));
+                          comm->rank, peer, comm->peers[peer].host,
+                          (long long)collParamInt(COLL_PARAM_CONNECT_RETRY_MS));
     poll(NULL, 0, 1);
   }
   if (comm->abortFlag) { /* failed meanwhile (another thread aborted): keep nothing */

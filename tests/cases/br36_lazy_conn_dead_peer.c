@@ -107,8 +107,8 @@ static int run(shared* sh) {
     if (k == sh->victim) continue;
     int ok = collLaunchExitCode(L, k) == 0 && sh->code[k] != collSuccess &&
              sh->firstCall[k] <= sh->timeoutSec + 10 && sh->afterAbort[k] <= 5;
-    printf("    rank %d: %s: first call on S %s after %.2f s; abort + destroy %.3f s; \"%s\"\n", k, ok ? "ok" : "FAILED",
-           collGetErrorString(sh->code[k]), sh->firstCall[k], sh->afterAbort[k], sh->msg[k]);
+    printf("    rank %d: %s: first call on S %s after %.2f s; abort + destroy %.3f s; \"%s\"\n", k,
+           ok ? "ok" : "FAILED", collGetErrorString(sh->code[k]), sh->firstCall[k], sh->afterAbort[k], sh->msg[k]);
     fails += !ok;
   }
   if (fails) collLaunchReport(L);
