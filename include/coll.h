@@ -10,8 +10,21 @@
  *    collGetLastError() on the calling thread;
  *  - semantics, argument order and in-place rules follow NCCL's.
  *  - a communicator may be used by one thread at a time for issuing
- *    operations (as in NCCL); collCommAbort and collCommGetAsyncError may be
- *    called from any thread at any time.
+ *    operations (as in NCCL): a second thread that calls a collective,
+ *    send/recv or collGroupEnd on it while another thread is inside one is
+ *    refused with collInvalidUsage ("another thread ... is inside ...") and
+ *    the first call goes on; collCommAbort, collCommDestroy,
+ *    collCommGetAsyncError and the stream functions may be called from any
+ *    thread at any time;
+ *  - a communicator belongs to the process that created it: in a child of
+ *    fork() every call on an inherited communicator or stream fails with
+ *    collInvalidUsage and touches nothing the parent uses (a child that
+ *    never calls coll is not affected; it may create communicators of its
+ *    own);
+ *  - timeouts: every wait of an operation has a deadline, taken when the
+ *    operation is issued (see collCommSetTimeout and collCommSetCallTimeout);
+ *    a timeout or a failed peer aborts the communicator, after which every
+ *    queued and later operation fails at once with the same error.
  */
 #ifndef COLL_H_
 #define COLL_H_
@@ -44,7 +57,8 @@ typedef enum {
                                unbalanced group calls) */
   collRemoteError = 6,      /* a peer failed or closed its connection */
   collInProgress = 7,       /* non-blocking operation still running */
-  collTimeout = 8,          /* a wait passed its deadline (COLL_TIMEOUT) */
+  collTimeout = 8,          /* a wait passed its deadline (COLL_TIMEOUT,
+                               collCommSetTimeout, collCommSetCallTimeout) */
   collNumResults = 9
 } collResult_t;
 
@@ -183,16 +197,52 @@ collResult_t collCommInitFromEnv(collComm_t* comm, collConfig_t* config);
 collResult_t collCommSplit(collComm_t comm, int color, int key,
                            collComm_t* newcomm, collConfig_t* config);
 
-/** Waits for issued operations, then frees every resource of comm (threads,
- *  sockets, memory). comm must not be used afterwards. NULL is accepted.
- *  Errors: collInvalidUsage (already destroyed). Not thread-safe with other
- *  calls on the same comm. */
+/** Waits for the operations issued on comm's streams (each ends by its
+ *  deadline; at once if the communicator failed), then frees every resource
+ *  of comm (threads, sockets, memory). comm must not be used afterwards.
+ *  NULL is accepted. A call that another thread is inside when destroy
+ *  begins (a blocking collective, collStreamSynchronize...) is not waited
+ *  for: it fails with collInvalidUsage ("collCommDestroy was called on
+ *  another thread while this call ... was in flight"), and comm is freed
+ *  only after every such call returned; calls that begin later are refused.
+ *  Errors: collInvalidUsage (already destroyed, being destroyed or aborted
+ *  by another thread, or inherited by a fork() child). Thread-safe. */
 collResult_t collCommDestroy(collComm_t comm);
 
-/** Aborts every pending operation of comm (they return collRemoteError or
- *  collTimeout) and frees it without waiting for peers. May be called from
- *  any thread. NULL is accepted. */
+/** Aborts every pending operation of comm (queued ones and any call inside
+ *  comm on another thread return collRemoteError "... collCommAbort was
+ *  called", or the error that failed comm before) and frees it without
+ *  waiting for peers, once those calls returned. Returns within
+ *  milliseconds of every pending call noticing the abort. Also ends a
+ *  collCommDestroy that is waiting for queued operations. NULL is accepted.
+ *  Errors: collInvalidUsage (already destroyed, or inherited by a fork()
+ *  child). Thread-safe. */
 collResult_t collCommAbort(collComm_t comm);
+
+/** Sets comm's timeout: every wait of an operation issued after this call
+ *  may last at most timeoutSec seconds (0 = no deadline) before comm aborts
+ *  with collTimeout ("... timed out after N s ..."). Operations already
+ *  issued (queued on a stream or running) keep the deadline they were
+ *  issued with. The initial value is collConfig_t.timeoutSec or
+ *  COLL_TIMEOUT (default 1800). Works on a failed communicator too.
+ *  Errors: collInvalidArgument (timeoutSec < 0, NULL comm),
+ *  collInvalidUsage (destroyed comm). Thread-safe. */
+collResult_t collCommSetTimeout(collComm_t comm, int timeoutSec);
+
+/** Writes comm's timeout in seconds (0 = none) to *timeoutSec.
+ *  Errors: collInvalidArgument (NULL), collInvalidUsage (destroyed comm).
+ *  Thread-safe. */
+collResult_t collCommGetTimeout(collComm_t comm, int* timeoutSec);
+
+/** Per-call timeout: the next launch on comm, i.e. the next collective or
+ *  send/recv issued outside a group, or the next collGroupEnd that launches
+ *  operations of comm (then for all of them), gets a deadline of timeoutMs
+ *  milliseconds (0 = none) instead of the communicator's timeout, which is
+ *  unchanged for the launches after it. timeoutMs = -1 cancels a pending
+ *  one. As with the communicator's timeout, it is taken at issue time.
+ *  Errors: collInvalidArgument (timeoutMs < -1, NULL comm),
+ *  collInvalidUsage (destroyed comm). */
+collResult_t collCommSetCallTimeout(collComm_t comm, int timeoutMs);
 
 /** Writes the communicator's asynchronous state to *asyncError without
  *  blocking: collSuccess, collInProgress (non-blocking init running) or the
@@ -214,14 +264,19 @@ collResult_t collCommUserRank(const collComm_t comm, int* rank);
 collResult_t collStreamCreate(collComm_t comm, collStream_t* stream);
 
 /** Blocks until every operation issued on stream finished; returns the
- *  first error any of them hit (collRemoteError, collTimeout...). */
+ *  first error any of them hit (collRemoteError, collTimeout...). Each
+ *  operation ends by its own deadline; collCommAbort on another thread ends
+ *  the wait at once. collInvalidUsage if the stream's communicator was
+ *  destroyed. Thread-safe. */
 collResult_t collStreamSynchronize(collStream_t stream);
 
 /** collSuccess if every operation on stream finished, collInProgress if not,
- *  or the first error. Never blocks. */
+ *  or the first error. Never blocks. collInvalidUsage if the stream's
+ *  communicator was destroyed. */
 collResult_t collStreamQuery(collStream_t stream);
 
-/** Synchronizes, then frees stream. NULL is accepted. */
+/** Synchronizes, then frees stream. NULL is accepted. A stream whose
+ *  communicator was already destroyed is just freed (collSuccess). */
 collResult_t collStreamDestroy(collStream_t stream);
 
 /* ------------------------------------------------------------------------ */

@@ -64,6 +64,12 @@ collResult_t collCommDestroy(collComm_t comm) { COLL_API(collCommDestroyImpl(com
 
 collResult_t collCommAbort(collComm_t comm) { COLL_API(collCommAbortImpl(comm)); }
 
+collResult_t collCommSetTimeout(collComm_t comm, int timeoutSec) { COLL_API(collCommSetTimeoutImpl(comm, timeoutSec)); }
+
+collResult_t collCommGetTimeout(collComm_t comm, int* timeoutSec) { COLL_API(collCommGetTimeoutImpl(comm, timeoutSec)); }
+
+collResult_t collCommSetCallTimeout(collComm_t comm, int timeoutMs) { COLL_API(collCommSetCallTimeoutImpl(comm, timeoutMs)); }
+
 /* When it reports that comm failed, the message is that failure's. */
 collResult_t collCommGetAsyncError(collComm_t comm, collResult_t* asyncError) {
   collApiEnter();

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -24,7 +25,41 @@ static pthread_mutex_t collRegLock = PTHREAD_MUTEX_INITIALIZER;
 static collComm_t* collReg;
 static int collRegN, collRegCap;
 
+/* ---- fork() detection ----------------------------------------------------
+ * A child of fork() inherits every communicator's memory, its sockets and
+ * its shared-memory rings, but none of its threads. Used there, a
+ * communicator would take its peers' messages meant for the parent (or write
+ * into the parent's rings), so every call on it in the child is refused.
+ * The child handler bumps a generation number that each communicator
+ * recorded when it was created. The registry lock is held across fork() so a
+ * child never inherits it locked. */
+static unsigned collForkGen;
+static _Thread_local int collTidCache;
+static pthread_once_t collAtforkOnce = PTHREAD_ONCE_INIT;
+
+static void collAtforkPrepare(void) { pthread_mutex_lock(&collRegLock); }
+static void collAtforkParent(void) { pthread_mutex_unlock(&collRegLock); }
+static void collAtforkChild(void) {
+  __atomic_add_fetch(&collForkGen, 1, __ATOMIC_RELAXED);
+  collTidCache = 0;
+  pthread_mutex_unlock(&collRegLock);
+}
+static void collAtforkRegister(void) { pthread_atfork(collAtforkPrepare, collAtforkParent, collAtforkChild); }
+
+unsigned collForkGeneration(void) {
+  pthread_once(&collAtforkOnce, collAtforkRegister);
+  return __atomic_load_n(&collForkGen, __ATOMIC_RELAXED);
+}
+
+static int collSelfTid(void) {
+  if (!collTidCache) collTidCache = (int)syscall(SYS_gettid);
+  return collTidCache;
+}
+
 static int collRegAdd(collComm_t c) {
+  c->forkGen = collForkGeneration();
+  c->callTimeoutMs = -1;
+  pthread_mutex_init(&c->errLock, NULL);
   pthread_mutex_lock(&collRegLock);
   if (collRegN == collRegCap) {
     int ncap = collRegCap ? collRegCap * 2 : 16;
@@ -38,50 +73,178 @@ static int collRegAdd(collComm_t c) {
   return 0;
 }
 
-static int collRegRemove(collComm_t c) {
-  int found = 0;
-  pthread_mutex_lock(&collRegLock);
+/* With collRegLock held. */
+static int collRegFind(collComm_t c) {
   for (int i = 0; i < collRegN; i++)
-    if (collReg[i] == c) { collReg[i] = collReg[--collRegN]; found = 1; break; }
+    if (collReg[i] == c) return i;
+  return -1;
+}
+
+/* Removes c and orphans its streams (their later calls fail cleanly). */
+static int collRegRemove(collComm_t c) {
+  pthread_mutex_lock(&collRegLock);
+  int i = collRegFind(c);
+  if (i >= 0) {
+    collReg[i] = collReg[--collRegN];
+    for (int k = 0; k < c->nstreams; k++) c->streams[k]->comm = NULL;
+    c->nstreams = 0;
+  }
+  pthread_mutex_unlock(&collRegLock);
+  return i >= 0;
+}
+
+static int collRegHas(collComm_t c) {
+  pthread_mutex_lock(&collRegLock);
+  int found = collRegFind(c) >= 0;
   pthread_mutex_unlock(&collRegLock);
   return found;
 }
 
-static int collRegHas(collComm_t c) {
-  int found = 0;
-  pthread_mutex_lock(&collRegLock);
-  for (int i = 0; i < collRegN && !found; i++) found = collReg[i] == c;
-  pthread_mutex_unlock(&collRegLock);
-  return found;
+static collResult_t collForkError(collComm_t comm, const char* fn) {
+  return collSetError(collInvalidUsage,
+                      "%s: communicator %p was created by another process (this process %d is a fork() child of "
+                      "it): a communicator can only be used by the process that created it",
+                      fn, (void*)comm, (int)getpid());
+}
+
+static int collIsForeign(collComm_t comm) {
+  return comm->forkGen != __atomic_load_n(&collForkGen, __ATOMIC_RELAXED);
+}
+
+void collCommErrorMessage(collComm_t comm, char* buf, size_t size) {
+  pthread_mutex_lock(&comm->errLock);
+  snprintf(buf, size, "%s", comm->asyncMsg);
+  pthread_mutex_unlock(&comm->errLock);
+}
+
+collResult_t collCommFailedError(collComm_t comm, const char* fn) {
+  collResult_t e = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE);
+  if (e == collInProgress) return collSetError(collInvalidUsage, "%s: communicator is still initializing", fn);
+  if (e == collSuccess && !__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE)) return collSuccess;
+  char msg[sizeof comm->asyncMsg];
+  collCommErrorMessage(comm, msg, sizeof msg);
+  return collSetError(e != collSuccess ? e : collInvalidUsage, "%s: communicator failed earlier: %s", fn,
+                      msg[0] ? msg : "collCommAbort was called");
 }
 
 collResult_t collCommCheck(collComm_t comm, const char* fn) {
   if (!comm) return collSetError(collInvalidArgument, "%s: comm is NULL", fn);
   if (!collRegHas(comm))
     return collSetError(collInvalidUsage, "%s: communicator %p was destroyed or never created", fn, (void*)comm);
-  collResult_t e = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE);
-  if (e == collInProgress) return collSetError(collInvalidUsage, "%s: communicator is still initializing", fn);
-  if (e != collSuccess || comm->abortFlag)
-    return collSetError(e != collSuccess ? e : collInvalidUsage, "%s: communicator is aborted: %s", fn,
-                        comm->asyncMsg[0] ? comm->asyncMsg : "collCommAbort was called");
+  if (collIsForeign(comm)) return collForkError(comm, fn);
+  return collCommFailedError(comm, fn);
+}
+
+/* Registry lookup, fork and teardown checks and activeCalls++, atomically
+ * with respect to collCommDestroy/Abort (which set destroying under the
+ * same lock and then wait for activeCalls to drop to 0). issue: also take
+ * the issuing-thread slot. */
+static collResult_t collRegEnter(collComm_t comm, const char* fn, int issue) {
+  if (!comm) return collSetError(collInvalidArgument, "%s: comm is NULL", fn);
+  int tid = issue ? collSelfTid() : 0;
+  pthread_mutex_lock(&collRegLock);
+  if (collRegFind(comm) < 0) {
+    pthread_mutex_unlock(&collRegLock);
+    return collSetError(collInvalidUsage, "%s: communicator %p was destroyed or never created", fn, (void*)comm);
+  }
+  if (collIsForeign(comm)) {
+    pthread_mutex_unlock(&collRegLock);
+    return collForkError(comm, fn);
+  }
+  if (comm->destroying) {
+    pthread_mutex_unlock(&collRegLock);
+    return collSetError(collInvalidUsage, "%s: communicator %p is being destroyed (collCommDestroy or collCommAbort "
+                        "on another thread)", fn, (void*)comm);
+  }
+  if (issue) {
+    int owner = __atomic_load_n(&comm->issuerTid, __ATOMIC_ACQUIRE);
+    if (owner && owner != tid) {
+      const char* other = comm->issuerFn;
+      pthread_mutex_unlock(&collRegLock);
+      return collSetError(collInvalidUsage,
+                          "%s: refused: another thread (tid %d) is inside %s on this communicator; a communicator "
+                          "takes operations from one thread at a time (serialize the calls, or give each thread "
+                          "its own communicator)", fn, owner, other ? other : "a call");
+    }
+    if (!owner) {
+      comm->issuerFn = fn;
+      comm->issuerDepth = 0;
+      __atomic_store_n(&comm->issuerTid, tid, __ATOMIC_RELEASE);
+    }
+    comm->issuerDepth++;
+  }
+  __atomic_add_fetch(&comm->activeCalls, 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_unlock(&collRegLock);
   return collSuccess;
 }
 
 collResult_t collCommEnter(collComm_t comm, const char* fn) {
-  if (!comm) return collSetError(collInvalidArgument, "%s: comm is NULL", fn);
-  pthread_mutex_lock(&collRegLock);
-  int found = 0;
-  for (int i = 0; i < collRegN && !found; i++) found = collReg[i] == comm;
-  if (found) __atomic_add_fetch(&comm->activeCalls, 1, __ATOMIC_ACQ_REL);
-  pthread_mutex_unlock(&collRegLock);
-  if (!found)
-    return collSetError(collInvalidUsage, "%s: communicator %p was destroyed or never created", fn, (void*)comm);
-  collResult_t r = collCommCheck(comm, fn);
-  if (r != collSuccess) collCommLeave(comm);
+  collResult_t r = collRegEnter(comm, fn, 0);
+  if (r != collSuccess) return r;
+  if ((r = collCommFailedError(comm, fn)) != collSuccess) collCommLeave(comm);
   return r;
 }
 
 void collCommLeave(collComm_t comm) { __atomic_sub_fetch(&comm->activeCalls, 1, __ATOMIC_ACQ_REL); }
+
+collResult_t collCommEnterIssue(collComm_t comm, const char* fn) {
+  collResult_t r = collRegEnter(comm, fn, 1);
+  if (r != collSuccess) return r;
+  if ((r = collCommFailedError(comm, fn)) != collSuccess) collCommLeaveIssue(comm);
+  return r;
+}
+
+/* Only the issuing thread changes issuerDepth; issuerTid is cleared last. */
+void collCommLeaveIssue(collComm_t comm) {
+  if (--comm->issuerDepth == 0) __atomic_store_n(&comm->issuerTid, 0, __ATOMIC_RELEASE);
+  collCommLeave(comm);
+}
+
+collResult_t collStreamEnter(collStream_t s, collComm_t* out, const char* fn) {
+  pthread_mutex_lock(&collRegLock);
+  collComm_t comm = s->comm;
+  if (!comm) {
+    pthread_mutex_unlock(&collRegLock);
+    return collSetError(collInvalidUsage, "%s: the stream's communicator was destroyed", fn);
+  }
+  if (collIsForeign(comm)) {
+    pthread_mutex_unlock(&collRegLock);
+    return collForkError(comm, fn);
+  }
+  __atomic_add_fetch(&comm->activeCalls, 1, __ATOMIC_ACQ_REL);
+  pthread_mutex_unlock(&collRegLock);
+  *out = comm;
+  return collSuccess;
+}
+
+collResult_t collStreamRegister(collComm_t comm, collStream_t s) {
+  pthread_mutex_lock(&collRegLock);
+  if (comm->nstreams == comm->capStreams) {
+    int ncap = comm->capStreams ? comm->capStreams * 2 : 4;
+    collStream_t* n = realloc(comm->streams, sizeof(*n) * (size_t)ncap);
+    if (!n) {
+      pthread_mutex_unlock(&collRegLock);
+      return collSetError(collSystemError, "collStreamCreate: out of memory");
+    }
+    comm->streams = n;
+    comm->capStreams = ncap;
+  }
+  comm->streams[comm->nstreams++] = s;
+  pthread_mutex_unlock(&collRegLock);
+  return collSuccess;
+}
+
+void collStreamUnregister(collStream_t s) {
+  pthread_mutex_lock(&collRegLock);
+  collComm_t comm = s->comm;
+  for (int k = 0; comm && k < comm->nstreams; k++)
+    if (comm->streams[k] == s) {
+      comm->streams[k] = comm->streams[--comm->nstreams];
+      break;
+    }
+  s->comm = NULL;
+  pthread_mutex_unlock(&collRegLock);
+}
 
 const char* collCommPeerHost(collComm_t comm, int rank) {
   if (!comm->peers || rank < 0 || rank >= comm->nranks) return "?";
@@ -89,9 +252,12 @@ const char* collCommPeerHost(collComm_t comm, int rank) {
 }
 
 void collCommSetAsyncError(collComm_t comm, collResult_t r, const char* msg) {
-  collResult_t expect = collSuccess;
-  if (__atomic_compare_exchange_n(&comm->asyncError, &expect, r, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+  pthread_mutex_lock(&comm->errLock);
+  if (__atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE) == collSuccess) {
     snprintf(comm->asyncMsg, sizeof comm->asyncMsg, "%s", msg ? msg : "");
+    __atomic_store_n(&comm->asyncError, r, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&comm->errLock);
   __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
 }
 
@@ -186,6 +352,8 @@ static void collCommFreeResources(collComm_t comm) {
   pthread_mutex_destroy(&comm->qlock);
   pthread_cond_destroy(&comm->qcond);
   pthread_cond_destroy(&comm->qdone);
+  pthread_mutex_destroy(&comm->errLock);
+  free(comm->streams);
   comm->magic = COLL_COMM_DEAD;
   free(comm);
 }
@@ -291,32 +459,86 @@ collResult_t collCommInitRankImpl(collComm_t* comm, int nranks, collUniqueId com
   return collCommInitRankConfig(comm, nranks, commId, rank, NULL);
 }
 
-/* ---- teardown ------------------------------------------------------------ */
+/* ---- teardown ------------------------------------------------------------
+ * collCommDestroy and collCommAbort mark the communicator `destroying` under
+ * the registry lock, so no call enters it any more, and free it only once
+ * every thread inside a call on it (activeCalls) has left: nothing is ever
+ * freed under a running call. A call in flight on another thread when
+ * destroy begins is failed (collInvalidUsage), not waited for: waiting could
+ * last until its timeout. Neither runs in a fork() child (it would write
+ * into the parent's shared rings). */
+static collResult_t collBeginTeardown(collComm_t comm, const char* fn, int* already) {
+  *already = 0;
+  pthread_mutex_lock(&collRegLock);
+  if (collRegFind(comm) < 0) {
+    pthread_mutex_unlock(&collRegLock);
+    return collSetError(collInvalidUsage, "%s: communicator %p was already destroyed", fn, (void*)comm);
+  }
+  if (collIsForeign(comm)) {
+    pthread_mutex_unlock(&collRegLock);
+    return collSetError(collInvalidUsage,
+                        "%s: communicator %p was created by another process (this process %d is a fork() child "
+                        "of it); its memory is released when this process exits or execs",
+                        fn, (void*)comm, (int)getpid());
+  }
+  *already = comm->destroying;
+  comm->destroying = 1;
+  pthread_mutex_unlock(&collRegLock);
+  return collSuccess;
+}
+
+/* Wakes every thread waiting on the comm's queue (after an abort). */
+static void collCommWakeAll(collComm_t comm) {
+  pthread_mutex_lock(&comm->qlock);
+  pthread_cond_broadcast(&comm->qcond);
+  pthread_cond_broadcast(&comm->qdone);
+  pthread_mutex_unlock(&comm->qlock);
+}
+
+static void collWaitCallsLeft(collComm_t comm) {
+  while (__atomic_load_n(&comm->initRunning, __ATOMIC_ACQUIRE) || __atomic_load_n(&comm->activeCalls, __ATOMIC_ACQUIRE))
+    usleep(1000);
+}
+
 collResult_t collCommDestroyImpl(collComm_t comm) {
   if (!comm) return collSuccess;
-  if (!collRegHas(comm))
-    return collSetError(collInvalidUsage, "collCommDestroy: communicator %p was already destroyed", (void*)comm);
+  int already;
+  collResult_t r = collBeginTeardown(comm, "collCommDestroy", &already);
+  if (r != collSuccess) return r;
+  if (already)
+    return collSetError(collInvalidUsage, "collCommDestroy: communicator %p is already being destroyed or aborted "
+                        "by another thread", (void*)comm);
   while (__atomic_load_n(&comm->initRunning, __ATOMIC_ACQUIRE)) usleep(1000);
-  if (!collRegRemove(comm))
-    return collSetError(collInvalidUsage, "collCommDestroy: communicator %p was already destroyed", (void*)comm);
-  collStreamsDrain(comm);
+  int busy = __atomic_load_n(&comm->activeCalls, __ATOMIC_ACQUIRE);
+  if (busy > 0) {
+    const char* fn = __atomic_load_n(&comm->issuerTid, __ATOMIC_ACQUIRE) ? comm->issuerFn : NULL;
+    char msg[256];
+    if (fn)
+      snprintf(msg, sizeof msg, "collCommDestroy was called on another thread while this call (%s) was in flight", fn);
+    else
+      snprintf(msg, sizeof msg, "collCommDestroy was called on another thread while this call was in flight");
+    COLL_WARN(COLL_SUB_INIT, "collCommDestroy: %d call(s) in flight on other threads are failed (%s)", busy,
+              fn ? fn : "a call");
+    collCommSetAsyncError(comm, collInvalidUsage, msg);
+    collCommWakeAll(comm);
+  }
+  collStreamsDrain(comm); /* issued work runs to its end (at once if the comm failed) */
+  collWaitCallsLeft(comm);
+  collRegRemove(comm);
   collCommFreeResources(comm);
   return collSuccess;
 }
 
 collResult_t collCommAbortImpl(collComm_t comm) {
   if (!comm) return collSuccess;
-  if (!collRegHas(comm))
-    return collSetError(collInvalidUsage, "collCommAbort: communicator %p was already destroyed", (void*)comm);
+  int already;
+  collResult_t r = collBeginTeardown(comm, "collCommAbort", &already);
+  if (r != collSuccess) return r;
   collCommSetAsyncError(comm, collRemoteError, "collCommAbort was called");
-  /* Wake waiters, then wait until every thread inside the engine left it. */
-  pthread_mutex_lock(&comm->qlock);
-  pthread_cond_broadcast(&comm->qcond);
-  pthread_cond_broadcast(&comm->qdone);
-  pthread_mutex_unlock(&comm->qlock);
-  if (!collRegRemove(comm)) return collSuccess; /* another thread freed it */
-  while (__atomic_load_n(&comm->initRunning, __ATOMIC_ACQUIRE) || __atomic_load_n(&comm->activeCalls, __ATOMIC_ACQUIRE))
-    usleep(1000);
+  collCommWakeAll(comm);
+  if (already) return collSuccess; /* the destroy or abort under way frees it, now without waiting */
+  collWaitCallsLeft(comm);
+  collRegRemove(comm);
   collCommFreeResources(comm);
   return collSuccess;
 }
@@ -326,6 +548,7 @@ collResult_t collCommGetAsyncErrorImpl(collComm_t comm, collResult_t* asyncError
   if (!comm) return collSetError(collInvalidArgument, "collCommGetAsyncError: comm is NULL");
   if (!collRegHas(comm))
     return collSetError(collInvalidUsage, "collCommGetAsyncError: communicator %p was destroyed", (void*)comm);
+  if (collIsForeign(comm)) return collForkError(comm, "collCommGetAsyncError");
   *asyncError = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE);
   return collSuccess;
 }
@@ -342,4 +565,33 @@ collResult_t collCommUserRankImpl(const collComm_t comm, int* rank) {
   collResult_t r = collCommCheck(comm, "collCommUserRank");
   if (r == collSuccess) *rank = comm->rank;
   return r;
+}
+
+/* ---- timeouts ------------------------------------------------------------ */
+collResult_t collCommSetTimeoutImpl(collComm_t comm, int timeoutSec) {
+  if (timeoutSec < 0) return collSetError(collInvalidArgument, "collCommSetTimeout: timeoutSec %d < 0", timeoutSec);
+  collResult_t r = collRegEnter(comm, "collCommSetTimeout", 0);
+  if (r != collSuccess) return r;
+  __atomic_store_n(&comm->timeoutSec, timeoutSec, __ATOMIC_RELEASE);
+  collCommLeave(comm);
+  return collSuccess;
+}
+
+collResult_t collCommGetTimeoutImpl(collComm_t comm, int* timeoutSec) {
+  if (!timeoutSec) return collSetError(collInvalidArgument, "collCommGetTimeout: timeoutSec is NULL");
+  collResult_t r = collRegEnter(comm, "collCommGetTimeout", 0);
+  if (r != collSuccess) return r;
+  *timeoutSec = __atomic_load_n(&comm->timeoutSec, __ATOMIC_ACQUIRE);
+  collCommLeave(comm);
+  return collSuccess;
+}
+
+collResult_t collCommSetCallTimeoutImpl(collComm_t comm, int timeoutMs) {
+  if (timeoutMs < -1)
+    return collSetError(collInvalidArgument, "collCommSetCallTimeout: timeoutMs %d < -1 (-1 clears it)", timeoutMs);
+  collResult_t r = collRegEnter(comm, "collCommSetCallTimeout", 0);
+  if (r != collSuccess) return r;
+  __atomic_store_n(&comm->callTimeoutMs, timeoutMs, __ATOMIC_RELEASE);
+  collCommLeave(comm);
+  return collSuccess;
 }

@@ -13,6 +13,26 @@
 #include "reduce/reduce.h"
 #include "tuner/tuner.h"
 
+/* ---- deadlines ------------------------------------------------------------
+ * An operation takes its deadline when it is issued: the communicator's
+ * timeout (collCommSetTimeout, COLL_TIMEOUT) or, for the next launch after
+ * collCommSetCallTimeout, that one (consumed by it). A later change of the
+ * communicator's timeout leaves issued operations as they are. */
+static void collTakeTimeout(collComm_t comm, collOp* op) {
+  op->timeoutSec = __atomic_load_n(&comm->timeoutSec, __ATOMIC_ACQUIRE);
+  op->timeoutPerCall = 0;
+}
+
+/* Applies a pending collCommSetCallTimeout to the n ops of one launch. */
+static void collTakeCallTimeout(collComm_t comm, collOp* ops, int n) {
+  if (__atomic_load_n(&comm->callTimeoutMs, __ATOMIC_ACQUIRE) < 0) return;
+  int ms = __atomic_exchange_n(&comm->callTimeoutMs, -1, __ATOMIC_ACQ_REL);
+  for (int i = 0; ms >= 0 && i < n; i++) {
+    ops[i].timeoutSec = ms * 1e-3;
+    ops[i].timeoutPerCall = 1;
+  }
+}
+
 /* ---- groups (thread-local) --------------------------------------------- */
 typedef struct {
   collComm_t comm;
@@ -95,12 +115,13 @@ collResult_t collGroupEndImpl(void) {
       collGroupItems[j].comm = NULL;
     }
     if (result != collSuccess) break;
-    result = collCommEnter(comm, "collGroupEnd");
+    result = collCommEnterIssue(comm, "collGroupEnd");
     if (result != collSuccess) break;
+    collTakeCallTimeout(comm, ops, n);
     if (concurrent && !stream && (result = collStreamCreate(comm, &temp[ntemp])) == collSuccess)
       stream = temp[ntemp++];
     if (result == collSuccess) result = collSubmit(comm, stream, ops, n);
-    collCommLeave(comm);
+    collCommLeaveIssue(comm);
   }
   /* whatever was queued runs on the caller's buffers: wait for it, error or not */
   for (int k = 0; k < ntemp; k++) {
@@ -155,8 +176,9 @@ static collResult_t collCheckStream(collComm_t comm, collStream_t s, const char*
 static collResult_t collIssue(collComm_t comm, collStream_t stream, collOp* op, const char* fn, size_t sendMult,
                               size_t recvMult, int needsOp, int recvOnRootOnly) {
   collClearError();
-  collResult_t r = collCommEnter(comm, fn);
+  collResult_t r = collCommEnterIssue(comm, fn);
   if (r != collSuccess) return r;
+  collTakeTimeout(comm, op);
   if ((r = collCheckType(op->dtype, fn)) || (needsOp && (r = collCheckOp(op->op, fn))) ||
       (r = collCheckStream(comm, stream, fn)))
     goto out;
@@ -169,12 +191,13 @@ static collResult_t collIssue(collComm_t comm, collStream_t stream, collOp* op, 
       (r = collCheckBuf(recvUsed ? op->recvbuff : "", op->count, recvMult, op->dtype, "recvbuff", fn)))
     goto out;
   if (collGroupDepth > 0) {
-    collCommLeave(comm);
+    collCommLeaveIssue(comm);
     return collGroupAdd(comm, stream, op);
   }
+  collTakeCallTimeout(comm, op, 1);
   r = collSubmit(comm, stream, op, 1);
 out:
-  collCommLeave(comm);
+  collCommLeaveIssue(comm);
   return r;
 }
 
@@ -184,51 +207,53 @@ static size_t collNranksOf(collComm_t comm) {
 
 collResult_t collAllReduceImpl(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
                            collRedOp_t op, collComm_t comm, collStream_t stream) {
-  collOp o = {COLL_FN_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, 0, collAlgoOverride(COLL_FN_ALLREDUCE)};
+  collOp o = {COLL_FN_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, 0, collAlgoOverride(COLL_FN_ALLREDUCE),
+              0, 0};
   return collIssue(comm, stream, &o, "collAllReduce", 1, 1, 1, 0);
 }
 
 collResult_t collAllGatherImpl(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
                            collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, collSum, 0, 0,
-              collAlgoOverride(COLL_FN_ALLGATHER)};
+              collAlgoOverride(COLL_FN_ALLGATHER), 0, 0};
   return collIssue(comm, stream, &o, "collAllGather", 1, collNranksOf(comm), 0, 0);
 }
 
 collResult_t collReduceScatterImpl(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
                                collRedOp_t op, collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0, 0,
-              collAlgoOverride(COLL_FN_REDUCESCATTER)};
+              collAlgoOverride(COLL_FN_REDUCESCATTER), 0, 0};
   return collIssue(comm, stream, &o, "collReduceScatter", collNranksOf(comm), 1, 1, 0);
 }
 
 collResult_t collBroadcastImpl(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
                            collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_BROADCAST, sendbuff, recvbuff, count, datatype, collSum, root, 0,
-              collAlgoOverride(COLL_FN_BROADCAST)};
+              collAlgoOverride(COLL_FN_BROADCAST), 0, 0};
   return collIssue(comm, stream, &o, "collBroadcast", 1, 1, 0, 0);
 }
 
 collResult_t collReduceImpl(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
                         int root, collComm_t comm, collStream_t stream) {
-  collOp o = {COLL_FN_REDUCE, sendbuff, recvbuff, count, datatype, op, root, 0, collAlgoOverride(COLL_FN_REDUCE)};
+  collOp o = {COLL_FN_REDUCE, sendbuff, recvbuff, count, datatype, op, root, 0, collAlgoOverride(COLL_FN_REDUCE),
+              0, 0};
   return collIssue(comm, stream, &o, "collReduce", 1, 1, 1, 1);
 }
 
 collResult_t collSendImpl(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream) {
-  collOp o = {COLL_FN_SEND, sendbuff, NULL, count, datatype, collSum, 0, peer, NULL};
+  collOp o = {COLL_FN_SEND, sendbuff, NULL, count, datatype, collSum, 0, peer, NULL, 0, 0};
   return collIssue(comm, stream, &o, "collSend", 1, 0, 0, 0);
 }
 
 collResult_t collRecvImpl(void* recvbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream) {
-  collOp o = {COLL_FN_RECV, NULL, recvbuff, count, datatype, collSum, 0, peer, NULL};
+  collOp o = {COLL_FN_RECV, NULL, recvbuff, count, datatype, collSum, 0, peer, NULL, 0, 0};
   return collIssue(comm, stream, &o, "collRecv", 0, 1, 0, 0);
 }
 
 collResult_t collBarrierImpl(collComm_t comm, collStream_t stream) {
-  collOp o = {COLL_FN_ALLREDUCE, NULL, NULL, 1, collUint8, collMax, 0, 0, NULL};
+  collOp o = {COLL_FN_ALLREDUCE, NULL, NULL, 1, collUint8, collMax, 0, 0, NULL, 0, 0};
   if (comm && collCommCheck(comm, "collBarrier") == collSuccess) {
     o.sendbuff = &comm->barrierBuf[0];
     o.recvbuff = &comm->barrierBuf[1];

@@ -19,7 +19,7 @@ collResult_t collCommSplitImpl(collComm_t comm, int color, int key, collComm_t* 
   *newcomm = NULL;
   if (color < COLL_SPLIT_NOCOLOR)
     return collSetError(collInvalidArgument, "collCommSplit: color %d is negative (COLL_SPLIT_NOCOLOR is -1)", color);
-  collResult_t r = collCommEnter(comm, "collCommSplit");
+  collResult_t r = collCommEnterIssue(comm, "collCommSplit"); /* a collective: one issuing thread */
   if (r != collSuccess) return r;
   collStreamsDrain(comm);
   int n = comm->nranks;
@@ -51,6 +51,6 @@ collResult_t collCommSplitImpl(collComm_t comm, int color, int key, collComm_t* 
 out:
   free(info);
   free(ids);
-  collCommLeave(comm);
+  collCommLeaveIssue(comm);
   return r;
 }

@@ -309,6 +309,10 @@ collResult_t collEngineRun(collComm_t comm, const collOp* ops, int nops) {
   int i = 0;
   while (i < nops) {
     collResult_t r;
+    /* a failed communicator connects nowhere and waits on no one again */
+    if (__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE)) return collCommFailedError(comm, collFuncName(ops[i].fn));
+    comm->runTimeoutSec = ops[i].timeoutSec;
+    comm->runTimeoutPerCall = ops[i].timeoutPerCall;
     if (ops[i].fn == COLL_FN_SEND || ops[i].fn == COLL_FN_RECV) {
       int j = i;
       while (j < nops && (ops[j].fn == COLL_FN_SEND || ops[j].fn == COLL_FN_RECV)) j++;

@@ -227,6 +227,11 @@ void collMailboxMarkFailed(collComm_t comm) {
     syscall(SYS_futex, &mbSlot(m, comm->nranks, comm->rank, p)->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+int collMailboxPeerFailed(collComm_t comm, int peer) {
+  struct collMailbox* m = comm->mailbox;
+  return m && peer >= 0 && peer < comm->nranks && atomic_load(mbFailed(m, peer)) != 0;
+}
+
 /* ---- one call ---------------------------------------------------------------- */
 /* Bytes every rank publishes for op; SIZE_MAX: not a mailbox collective.
  * Broadcast and reduce stay with their schedules: there the root (or the

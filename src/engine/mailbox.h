@@ -36,6 +36,9 @@ collResult_t collMailboxRun(collComm_t comm, const collOp* op);
 /* Marks this rank failed in the mailbox and wakes its peers, so ranks
  * waiting on it fail at once. Safe to call with no mailbox. */
 void collMailboxMarkFailed(collComm_t comm);
+/* 1 if peer marked itself failed (or destroyed its communicator) in the
+ * mailbox; 0 if not or without a mailbox. Never blocks. */
+int collMailboxPeerFailed(collComm_t comm, int peer);
 void collMailboxFree(collComm_t comm);
 
 #endif

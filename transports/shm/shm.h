@@ -9,8 +9,14 @@
 /* Operations table of the "shm" transport. Semantics beyond coll_net.h:
  *  - one device; both ends must run on the same kernel (and, for the listen
  *    socket, in the same network namespace);
- *  - connect never returns a NULL *sendComm with collSuccess; accept never
- *    blocks on the listen socket;
+ *  - connect returns collSuccess with *sendComm NULL while the receiver's
+ *    listen backlog is full (call again; nothing is kept meanwhile); accept
+ *    never blocks on the listen socket;
+ *  - a receiver at its open-file limit rejects a connection whose
+ *    descriptors the kernel dropped: its accept fails ("Too many open
+ *    files"), and the sender's comm fails with that reason once it is
+ *    blocked on it, or at closeSend (which then frees everything and returns
+ *    collRemoteError with the reason);
  *  - at most COLL_SHM_MAX_REQUESTS requests in flight per comm: beyond that
  *    isend/irecv return collSuccess with *request = NULL (retry later);
  *  - a send copied through the ring completes once it is in the ring (it

@@ -62,6 +62,15 @@ typedef struct {
   _Alignas(64) shmSlot slots[COLL_SHM_NSLOTS];
 } shmHdr;
 
+/* What a receiver that could not take a connection writes back on its
+ * socket before closing it (shm_setup.c). */
+#define SHM_NAK_MAGIC 0x636f6c6c53484d4eULL /* "collSHMN" */
+typedef struct {
+  uint64_t magic;
+  int32_t err; /* errno: EMFILE, ENFILE... */
+  int32_t pid; /* the receiver */
+} shmNak;
+
 enum { SHM_REQ_FREE = 0, SHM_REQ_ACTIVE, SHM_REQ_DONE };
 enum { SHM_PH_NEW = 0, SHM_PH_COPY, SHM_PH_CMA, SHM_PH_CMA_WAIT, SHM_PH_DONE };
 
@@ -116,6 +125,9 @@ collResult_t shmTest(void* request, int* done, size_t* size, uint64_t* tag);
 int shmArm(shmComm* c);
 /* shm_ring.c: marks c closed in the shared header and wakes the peer. */
 void shmMarkClosed(shmComm* c);
+/* shm_ring.c: sender: 1 if the receiver rejected the connection (a NAK on
+ * the socket), with its reason in why; 0 if not (never blocks). */
+int shmPeerRejected(shmComm* c, char* why, size_t whySize);
 
 /* shm_setup.c: the table's listen, connect, accept, closeSend/closeRecv
  * (one function for both) and closeListen. */

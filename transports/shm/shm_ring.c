@@ -115,8 +115,19 @@ static int shmPeerGone(shmComm* c) {
   return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
-/* Called when the head request cannot move: turns a closed, failed or dead
- * peer into collRemoteError. Returns 0 (keep waiting) or -1 (failed). */
+int shmPeerRejected(shmComm* c, char* why, size_t whySize) {
+  shmNak nak;
+  ssize_t n = recv(c->sock, &nak, sizeof nak, MSG_PEEK | MSG_DONTWAIT);
+  if (n != (ssize_t)sizeof nak || nak.magic != SHM_NAK_MAGIC) return 0;
+  snprintf(why, whySize,
+           "shm: process %d rejected this shared-memory connection: it could not receive the connection's "
+           "descriptors: %s (raise the open-file limit, ulimit -n, of that process)",
+           (int)nak.pid, strerror(nak.err));
+  return 1;
+}
+
+/* Called when the head request cannot move: turns a closed, failed, dead or
+ * rejecting peer into collRemoteError. Returns 0 (keep waiting) or -1. */
 static int shmBlocked(shmComm* c) {
   uint32_t closed = atomic_load(c->isSend ? &c->hdr->recvClosed : &c->hdr->sendClosed);
   if (closed != SHM_OPEN)
@@ -125,6 +136,8 @@ static int shmBlocked(shmComm* c) {
   double now = collTimeNow();
   if (now - c->lastCheck < SHM_CHECK_S) return 0;
   c->lastCheck = now;
+  char why[sizeof c->errMsg];
+  if (c->isSend && shmPeerRejected(c, why, sizeof why)) return shmFail(c, collRemoteError, "%s", why);
   if (shmPeerGone(c))
     return shmFail(c, collRemoteError, "shm: peer process %d closed the shared-memory connection (process exited?)",
                    c->peerPid);
