@@ -221,10 +221,11 @@ def _nbytes(t):
 
 class _Outs:
     """Output buffers: a plain tensor is written directly, others go through a
-    contiguous staging tensor copied back when the operation completed."""
+    contiguous staging tensor copied back when the operation completed.  Holds
+    the engine's quiesce (not the group: its finish() is queued with the work)."""
 
     def __init__(self, pg):
-        self.pg = pg
+        self.quiesce = pg._eng.quiesce
         self.copies = []
 
     def buf(self, t, what, init=False):
@@ -233,7 +234,7 @@ class _Outs:
             return t
         b = torch.empty(t.shape, dtype=t.dtype)
         if init:
-            self.pg._eng.quiesce()
+            self.quiesce()
             b.copy_(t)
         self.copies.append((t, b))
         return b
@@ -276,10 +277,9 @@ class _Item:
 class CollWork(_c10d.Work):
     """Work of the coll backend: wait() raises the operation's error."""
 
-    def __init__(self, fut, eng):
+    def __init__(self, fut):
         _c10d.Work.__init__(self)
-        self._fut = fut
-        self._eng = eng
+        self._fut = fut  # nothing else: a Work the user keeps must not keep the group alive
 
     def wait(self, timeout=None):
         secs = 0.0
@@ -436,6 +436,9 @@ class _Engine:
                     if it.works:
                         eng.retain(it.works)
                     it.works = None
+                # drop this frame's references before waiting again: the last items hold
+                # finishing steps, buffers and futures, which must not outlive the group
+                items = it = None
                 with cond:
                     eng.inflight -= n
                     cond.notify_all()
@@ -483,6 +486,8 @@ class _Engine:
             return  # something is stuck inside coll: leak rather than free under it
         _live_engines.discard(self)
         self.retained.clear()
+        self.store = None  # torch's store (with init_method, its TCPStore server on rank 0) goes with the group
+        self.channels.clear()
         _lib.lib.collStreamDestroy(self.stream)
         ae = _lib.async_error(self.comm)
         if ae not in (None, _lib.SUCCESS, _lib.IN_PROGRESS):
@@ -574,6 +579,7 @@ class _Channel:
                 self.eng.retain([work])
             except ReferenceError:
                 pass
+            buf = fut = result = finalize = work = None  # see _Engine._run: nothing kept while idle
             with self.cond:
                 self.inflight -= 1
                 self.cond.notify_all()
@@ -737,13 +743,13 @@ class ProcessGroupColl(_ProcessGroup):
     # -- plumbing
     def _submit(self, issue, result, finalize=None, keep=None, group=False):
         fut = torch.futures.Future()
-        work = CollWork(fut, self._eng)
+        work = CollWork(fut)
         self._eng.submit(issue, [(fut, result)], finalize, keep, group, [work])
         return work
 
     def _p2p(self, src, dst, buf, result, finalize):
         fut = torch.futures.Future()
-        work = CollWork(fut, self._eng)
+        work = CollWork(fut)
         if self._batch is not None:
             self._batch.append(fut)
         self._eng.channel(src, dst).put(buf, _nbytes(buf), fut, result, finalize, work)
@@ -825,7 +831,7 @@ class ProcessGroupColl(_ProcessGroup):
         t.copy_(out)
         fut = torch.futures.Future()
         fut.set_result([t])
-        return CollWork(fut, self._eng)
+        return CollWork(fut)
 
     def allreduce_coalesced(self, tensors, opts=None):
         op = _opt(opts, "reduceOp", dist.ReduceOp.SUM)
@@ -1115,7 +1121,7 @@ class ProcessGroupColl(_ProcessGroup):
     def _end_coalescing(self, *args, **kwargs):
         futs, self._batch = self._batch or [], None
         agg = torch.futures.Future()
-        work = CollWork(agg, self._eng)
+        work = CollWork(agg)
         if not futs:
             agg.set_result([])
             return work
