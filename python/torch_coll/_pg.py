@@ -14,6 +14,7 @@ import datetime
 import os
 import threading
 import time
+import weakref
 
 import torch
 import torch.distributed as dist
@@ -762,8 +763,16 @@ def _timeout_seconds(timeout):
     return max(1, int(s + 0.999))
 
 
+# The engine of the current default group.  torch 2.x's destroy_process_group()
+# shuts every group down; torch 1.13's only drops its references, so a group
+# from new_group that the user still holds would keep its communicator and
+# threads.  So closing a default group closes the groups made under it.
+_world_engine = None
+
+
 def create_process_group(store, rank, size, timeout=None):
     """The creator registered with torch (register_backend(..., extended_api=False))."""
+    global _world_engine
     tmo = None if "COLL_TIMEOUT" in os.environ else _timeout_seconds(timeout)
     gen = 0
     if size == 1:
@@ -778,6 +787,11 @@ def create_process_group(store, rank, size, timeout=None):
         eng = _Engine(comm, rank, size, store, gen)
         eng.timeout_sec = tmo
         eng.rendezvous_watch = watch
+        world = _world_engine() if _world_engine is not None else None
+        if not dist.is_initialized():  # the default group: torch sets it when we return
+            _world_engine = weakref.ref(eng)
+        elif world is not None and not world.closed:
+            world.subgroups.add(eng)
     except Exception:
         if watch is not None:
             watch.close()

@@ -134,6 +134,7 @@ class _Engine:
         self.retained = collections.deque()  # (time completed, [works])
         self.timeout_sec = None
         self.rendezvous_watch = None  # see _rendezvous_watch
+        self.subgroups = weakref.WeakSet()  # of a default group: the engines of the groups made under it
         self.thread = threading.Thread(target=_Engine._run, args=(weakref.proxy(self), self.cond, self.pending),
                                        name="coll-completion-r%d" % rank, daemon=True)
         self.thread.start()
@@ -247,6 +248,8 @@ class _Engine:
         if not wait_rendezvous and self.rendezvous_watch is not None:
             self.rendezvous_watch.close()
             self.rendezvous_watch = None
+        for sub in list(self.subgroups):  # see create_process_group
+            sub.close(timeout, wait_rendezvous)
         me = threading.current_thread()
         if me is self.thread or any(me is ch.thread for ch in self.channels.values()):
             # the group was dropped from one of our own threads (a future's callback): finish
