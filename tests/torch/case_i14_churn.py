@@ -114,7 +114,7 @@ def main():
     print("torch %s, %d cycles, 2 ranks, RLIMIT_NOFILE %d" % (torch.__version__, cycles, FD_LIMIT), flush=True)
     t0 = time.monotonic()
     res = harness.run(churn_worker, 2, "coll", args=(server.port, cycles), init=False,
-                      timeout=120 + cycles * 0.5)
+                      timeout=30 + cycles * 0.25)
     bad = []
     for r, d in enumerate(res):
         print("rank %d: threads/fds before %s, after cycle 0 %s, after cycle %d %s, after del g %s; %.1f s "
