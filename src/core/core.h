@@ -12,7 +12,11 @@ collResult_t collSubmit(collComm_t comm, collStream_t stream, const collOp* ops,
 void collStreamsDrain(collComm_t comm);
 /* Stops and joins the progress thread (after the queue drained or aborted). */
 void collStreamsShutdown(collComm_t comm);
-/* Creates a unique id whose root listens on `addr`. */
-collResult_t collUniqueIdAt(collUniqueId* id, const collSockAddr* addr, uint64_t secret, int bindAny);
+/* Creates a unique id whose root listens on `addr` (random key). */
+collResult_t collUniqueIdAt(collUniqueId* id, const collSockAddr* addr, int bindAny);
+/* collCommInitRankConfig for a rank 0 that hosts the root itself (launcher
+ * mode): the communicator owns `root` (may be NULL), also on failure. */
+collResult_t collCommInitRankRoot(collComm_t* comm, int nranks, collUniqueId commId, int rank, collConfig_t* config,
+                                  collBootRoot* root);
 
 #endif

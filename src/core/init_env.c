@@ -12,10 +12,10 @@
 #include "misc/log.h"
 #include "misc/param.h"
 
-collResult_t collUniqueIdAt(collUniqueId* uid, const collSockAddr* addr, uint64_t secret, int bindAny) {
+collResult_t collUniqueIdAt(collUniqueId* uid, const collSockAddr* addr, int bindAny) {
   memset(uid, 0, sizeof *uid);
   collBootId id;
-  collResult_t r = collBootCreateRoot(&id, addr, secret, bindAny);
+  collResult_t r = collBootCreateRoot(&id, addr, bindAny);
   if (r == collSuccess) memcpy(uid->internal, &id, sizeof id);
   return r;
 }
@@ -29,11 +29,11 @@ collResult_t collGetUniqueId(collUniqueId* uid) {
   if (commId) {
     if ((r = collSocketParseAddr(commId, &addr)) != collSuccess)
       return collSetError(r, "COLL_COMM_ID=%s is not host:port", commId);
-    return collUniqueIdAt(uid, &addr, 0, 1);
+    return collUniqueIdAt(uid, &addr, 1);
   }
   char ifname[64];
   if ((r = collSocketFindInterface(&addr, ifname, sizeof ifname)) != collSuccess) return r;
-  return collUniqueIdAt(uid, &addr, 0, 0);
+  return collUniqueIdAt(uid, &addr, 0);
 }
 
 /* ---- collCommInitAll ------------------------------------------------------ */
@@ -171,6 +171,7 @@ collResult_t collCommInitFromEnv(collComm_t* comm, collConfig_t* config) {
    * owns MASTER_PORT), else, when the launcher says every rank is on this
    * node, a loopback port derived from the launcher's job id. */
   char hostport[300] = "";
+  const char* what = "COLL_COMM_ID";
   const char* commId = collParamStr(COLL_SPARAM_COMM_ID);
   const char* maddr = getenv("MASTER_ADDR");
   const char* mport = getenv("MASTER_PORT");
@@ -193,12 +194,14 @@ collResult_t collCommInitFromEnv(collComm_t* comm, collConfig_t* config) {
                           "[1, 65534]: coll's rendezvous listens on MASTER_PORT+1)",
                           mport);
     snprintf(hostport, sizeof hostport, strchr(maddr, ':') ? "[%s]:%ld" : "%s:%ld", maddr, p + 1);
+    what = "MASTER_ADDR:MASTER_PORT+1";
   } else if ((maddr && *maddr) != (mport && *mport)) {
     const char* set = maddr && *maddr ? "MASTER_ADDR" : "MASTER_PORT";
     return collSetError(collInvalidArgument, "collCommInitFromEnv: %s=%s is set but %s is not (set both, or COLL_COMM_ID)",
                         set, getenv(set), set[7] == 'A' ? "MASTER_PORT" : "MASTER_ADDR");
   } else if (localSize == size && job) {
     snprintf(hostport, sizeof hostport, "127.0.0.1:%d", (int)(20000 + collFnv(job, 1469598103934665603ull) % 30000));
+    what = "a loopback port derived from the job id";
   } else {
     return collSetError(collInvalidUsage,
                         "collCommInitFromEnv: %s launched %d ranks but no rendezvous address: set COLL_COMM_ID=host:port "
@@ -208,18 +211,32 @@ collResult_t collCommInitFromEnv(collComm_t* comm, collConfig_t* config) {
   collSockAddr addr;
   r = collSocketParseAddr(hostport, &addr);
   if (r != collSuccess) return collSetError(r, "collCommInitFromEnv: rendezvous %s is not host:port", hostport);
-  /* Every rank derives the same secret from the job; rank 0 hosts the root. */
-  uint64_t secret = collFnv(hostport, collFnv(job, 1469598103934665603ull)) | 1;
-  collUniqueId uid;
+  /* Every rank derives the same key from the job id and the address; rank 0
+   * hosts the root, which serves the address while its communicator lives
+   * (so that a second job on the same address fails loudly, not merges). */
+  collBootId id;
+  memset(&id, 0, sizeof id);
+  id.magic = COLL_BOOT_MAGIC;
+  id.version = COLL_VERSION_CODE;
+  id.root = addr;
+  collBootDeriveKey(job, hostport, id.key);
+  collBootRoot* root = NULL;
   if (rank == 0) {
-    if ((r = collUniqueIdAt(&uid, &addr, secret, 1)) != collSuccess)
-      return collSetError(r, "collCommInitFromEnv: rank 0 cannot listen on %s: %s", hostport, collLastErrorMessage());
-  } else {
-    collBootId id = {COLL_BOOT_MAGIC, COLL_VERSION_CODE, secret, addr};
-    memset(&uid, 0, sizeof uid);
-    memcpy(uid.internal, &id, sizeof id);
+    collBootRootCfg cfg = {id.key, size, (double)collParamInt(COLL_PARAM_INIT_TIMEOUT), 1, what};
+    int inUse = 0;
+    if ((r = collBootRootStart(&cfg, &id.root, 1, &root, &inUse)) != collSuccess) {
+      char err[512], holder[400] = "";
+      snprintf(err, sizeof err, "%s", collLastErrorMessage());
+      if (inUse) collBootProbeHolder(&id, rank, size, holder, sizeof holder);
+      return collSetError(r, "collCommInitFromEnv: rank 0 cannot host the rendezvous %s (%s): %s%s%s%s", hostport,
+                          what, err, inUse ? "; " : "", holder,
+                          inUse ? ". Is another job (or another communicator of this process) using this port?" : "");
+    }
   }
+  collUniqueId uid;
+  memset(&uid, 0, sizeof uid);
+  memcpy(uid.internal, &id, sizeof id);
   COLL_INFO(COLL_SUB_INIT, "collCommInitFromEnv: %s rank %d of %d, rendezvous %s", launcherName[which], rank, size,
             hostport);
-  return collCommInitRankConfig(comm, size, uid, rank, config);
+  return collCommInitRankRoot(comm, size, uid, rank, config, root);
 }

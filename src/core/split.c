@@ -44,7 +44,7 @@ collResult_t collCommSplit(collComm_t comm, int color, int key, collComm_t* newc
     collSockAddr addr;
     char ifname[64];
     if ((r = collSocketFindInterface(&addr, ifname, sizeof ifname)) != collSuccess) goto out;
-    if ((r = collUniqueIdAt(&ids[comm->rank], &addr, 0, 0)) != collSuccess) goto out;
+    if ((r = collUniqueIdAt(&ids[comm->rank], &addr, 0)) != collSuccess) goto out;
   }
   if ((r = collBootAllGather(&comm->boot, ids, sizeof *ids)) != collSuccess) goto out;
   if (color != COLL_SPLIT_NOCOLOR) r = collCommInitRankConfig(newcomm, newSize, ids[leader], newRank, config);

@@ -36,6 +36,7 @@ static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     [COLL_PARAM_TUNE_CALIBRATE] = {"COLL_TUNE_CALIBRATE", 0, 0, "1: measure latency and bandwidth of each link class at init (a few ms) and give the tuner those instead of the topology's estimates"},
     [COLL_PARAM_MAILBOX_BYTES] = {"COLL_MAILBOX_BYTES", 4096, 0, "small collectives whose data per rank is at most this many bytes run one-shot through a shared-memory mailbox when every rank is on one node (all-reduce, all-gather, reduce-scatter); 0: off"},
     [COLL_PARAM_PROGRESS_CPU] = {"COLL_PROGRESS_CPU", -1, -1, "pin each communicator's progress thread to this CPU; -1: the NUMA node of the rank's NIC when the machine has several"},
+    [COLL_PARAM_INIT_TIMEOUT] = {"COLL_INIT_TIMEOUT", 300, 0, "seconds a communicator's init may wait for every rank to join (counted by the bootstrap root from its start); then every rank that joined fails naming the missing ranks (0 = never)"},
 };
 
 static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
