@@ -73,6 +73,7 @@ struct collBootRoot {
   int lingerWanted;  /* failed early: wait a little for the ranks not told yet */
   uint8_t* told;     /* [COLL_BOOT_MAX_RANKS]: rank got the error */
   int claimed;       /* the largest nranks any hello claimed */
+  int dupSeen;       /* a rank joined twice: who else claims a rank is unknown, linger in full */
   int strangers;
   char strangerFrom[64];
 };
@@ -232,11 +233,12 @@ static void collRootHandle(struct collBootRoot* R, int fd) {
              "rank %d of %d: two jobs on one rendezvous address (MASTER_ADDR:MASTER_PORT+1), or two processes with "
              "the same RANK",
              (int)h.rank, R->where, (int)h.rank, peer, h.pid, (int)h.rank, (int)h.nranks);
-    COLL_WARN(COLL_SUB_BOOT, "bootstrap root: %s", msg);
-    collRootAnswer(R, fd, &h, COLL_BOOT_REPLY_ERR, collInvalidUsage, msg, NULL);
     pthread_mutex_lock(&R->lock);
     if (R->failFn) R->failFn(R->failCtx, collInvalidUsage, msg);
     pthread_mutex_unlock(&R->lock);
+    /* from now on a failed root: newcomers (the other job's ranks) hear why */
+    R->dupSeen = 1;
+    collRootFail(R, collInvalidUsage, msg, fd, &h);
     return;
   }
   if (R->nranks < 0) R->nranks = h.nranks;
@@ -260,6 +262,7 @@ static void collRootHandle(struct collBootRoot* R, int fd) {
     return;
   }
   if (R->fds[h.rank] >= 0) {
+    R->dupSeen = 1;
     char first[64];
     collSockAddrStr(&R->from[h.rank], first, sizeof first);
     collFmt(msg, sizeof msg,
@@ -311,7 +314,7 @@ static void* collRootThread(void* arg) {
     }
     if (R->state == ROOT_RENDEZVOUS && deadline > 0 && now >= deadline) collRootTimeout(R);
     if (R->state == ROOT_FAILED && lingerEnd == 0) lingerEnd = now + (R->lingerWanted ? COLL_BOOT_FAIL_LINGER : 0);
-    int allTold = R->told != NULL;
+    int allTold = R->told != NULL && !R->dupSeen;
     int expect = R->nranks > R->claimed ? R->nranks : R->claimed;
     for (int r = 0; allTold && r < expect; r++) allTold = R->told[r];
     int done = (R->state == ROOT_FORMED && (!R->linger || stop)) ||
