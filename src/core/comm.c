@@ -60,7 +60,13 @@ collResult_t collCommCheck(collComm_t comm, const char* fn) {
   if (!collRegHas(comm))
     return collSetError(collInvalidUsage, "%s: communicator %p was destroyed or never created", fn, (void*)comm);
   collResult_t e = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE);
-  if (e == collInProgress) return collSetError(collInvalidUsage, "%s: communicator is still initializing", fn);
+  /* a call on a communicator whose non-blocking init still runs waits for
+   * the init (bounded by COLL_INIT_TIMEOUT), then goes on or fails with it */
+  while (e == collInProgress && __atomic_load_n(&comm->initRunning, __ATOMIC_ACQUIRE)) {
+    usleep(200);
+    e = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE);
+  }
+  e = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE);
   if (e != collSuccess || comm->abortFlag)
     return collSetError(e != collSuccess ? e : collInvalidUsage, "%s: communicator is aborted: %s", fn,
                         comm->asyncMsg[0] ? comm->asyncMsg : "collCommAbort was called");
