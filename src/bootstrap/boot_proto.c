@@ -5,6 +5,8 @@
 #include <nettle/hmac.h>
 #include <nettle/memops.h>
 #include <nettle/sha2.h>
+#include <pthread.h>
+#include <sys/stat.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -74,6 +76,48 @@ int collBootAddrUsable(const collSockAddr* a) {
   return 0;
 }
 
+int collBootUnixNameValid(const char* s, size_t n) {
+  size_t i = 0;
+  for (; i < n && s[i]; i++)
+    if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+      return 0;
+  return i < n;
+}
+
+static void collNsIdInit(void);
+static uint64_t collNsIdValue;
+static pthread_once_t collNsIdOnce = PTHREAD_ONCE_INIT;
+
+static void collNsIdInit(void) {
+  uint8_t buf[64];
+  size_t len = 0;
+  memset(buf, 0, sizeof buf);
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    len = fread(buf, 1, 40, f);
+    fclose(f);
+  }
+  struct stat st;
+  if (stat("/proc/self/ns/net", &st) != 0 || len == 0) {
+    collNsIdValue = 0; /* unknown: never use abstract sockets */
+    return;
+  }
+  memcpy(buf + 40, &st.st_ino, sizeof st.st_ino);
+  memcpy(buf + 48, &st.st_dev, sizeof st.st_dev);
+  uint8_t d[SHA256_DIGEST_SIZE];
+  struct sha256_ctx ctx;
+  sha256_init(&ctx);
+  sha256_update(&ctx, sizeof buf, buf);
+  sha256_digest(&ctx, sizeof d, d);
+  memcpy(&collNsIdValue, d, sizeof collNsIdValue);
+  collNsIdValue |= 1;
+}
+
+uint64_t collBootNsId(void) {
+  pthread_once(&collNsIdOnce, collNsIdInit);
+  return collNsIdValue;
+}
+
 collHelloVerdict collBootCheckHello(const void* buf, size_t len, const uint8_t key[COLL_BOOT_KEY_BYTES],
                                     collBootHelloMsg* out, uint32_t* outVersion, char* reason, size_t reasonLen) {
   collBootHelloMsg h;
@@ -98,7 +142,7 @@ collHelloVerdict collBootCheckHello(const void* buf, size_t len, const uint8_t k
     snprintf(reason, reasonLen, "rank %d is out of range [0, %d)", (int)h.rank, (int)h.nranks);
     return COLL_HELLO_RANGE;
   }
-  if (!collBootAddrUsable(&h.ringAddr)) {
+  if (!collBootAddrUsable(&h.ringAddr) || !collBootUnixNameValid(h.unixName, sizeof h.unixName)) {
     snprintf(reason, reasonLen, "rank %d sent an unusable ring address (family %d)", (int)h.rank,
              (int)h.ringAddr.sa.sa_family);
     return COLL_HELLO_RANGE;
@@ -117,7 +161,7 @@ static void collSanitize(char* dst, size_t dstLen, const char* src, size_t srcLe
 }
 
 collReplyVerdict collBootCheckReply(const void* buf, size_t len, const uint8_t key[COLL_BOOT_KEY_BYTES],
-                                    const collBootHelloMsg* h, uint64_t* jobNonce, collSockAddr* next, int* status,
+                                    const collBootHelloMsg* h, uint64_t* jobNonce, collBootNext* next, int* status,
                                     char* reason, size_t reasonLen) {
   collBootReplyMsg m;
   if (reasonLen) reason[0] = 0;
@@ -149,13 +193,16 @@ collReplyVerdict collBootCheckReply(const void* buf, size_t len, const uint8_t k
   }
   switch (m.kind) {
     case COLL_BOOT_REPLY_OK:
-      if (m.jobNonce == 0 || (h->nranks > 1 && !collBootAddrUsable(&m.next))) {
+      if (m.jobNonce == 0 || (h->nranks > 1 && !collBootAddrUsable(&m.next)) ||
+          !collBootUnixNameValid(m.nextUnix, sizeof m.nextUnix)) {
         snprintf(reason, reasonLen, "reply with an unusable next address (family %d) or nonce",
                  (int)m.next.sa.sa_family);
         return COLL_REPLY_INVALID;
       }
       *jobNonce = m.jobNonce;
-      *next = m.next;
+      next->addr = m.next;
+      next->nsId = m.nextNsId;
+      memcpy(next->unixName, m.nextUnix, sizeof next->unixName);
       return COLL_REPLY_OK;
     case COLL_BOOT_REPLY_ERR:
       *status = m.status > collSuccess && m.status < collNumResults && m.status != collInProgress ? m.status

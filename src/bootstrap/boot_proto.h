@@ -6,8 +6,12 @@
  * the job key (collBootId.key), over every byte before it. The key itself
  * never travels.
  *
- *  rank -> root   HELLO  {rank, nranks, pid, rankNonce, prevNonce, ringAddr}
- *  root -> rank   REPLY  OK   {jobNonce, address of rank+1's ring listener}
+ *  rank -> root   HELLO  {rank, nranks, pid, rankNonce, prevNonce, ringAddr,
+ *                         nsId, unixName}
+ *  root -> rank   REPLY  OK   {jobNonce, address of rank+1's ring listener, and
+ *                             its nsId and abstract AF_UNIX name: a rank in the
+ *                             same network namespace of the same kernel connects
+ *                             there, holding no TCP port}
  *                        ERR  {status, reason}: the job failed (a rank joined
  *                             twice, a different WORLD_SIZE, the init timeout
  *                             with the missing ranks); ranks fail at once
@@ -36,6 +40,7 @@
 #define COLL_BOOT_MAC_BYTES 32
 #define COLL_BOOT_REASON_BYTES 320
 #define COLL_BOOT_MAX_RANKS 65536
+#define COLL_BOOT_UNIX_BYTES 40 /* abstract AF_UNIX name of a ring listener, NUL-terminated */
 
 enum {
   COLL_BOOT_HELLO = 1,
@@ -54,6 +59,8 @@ typedef struct {
   uint64_t prevNonce; /* jobNonce of this process's last communicator at this root, 0: none */
   collSockAddr ringAddr;
   uint8_t pad[4];
+  uint64_t nsId; /* collBootNsId() of the sender */
+  char unixName[COLL_BOOT_UNIX_BYTES];
   uint8_t mac[COLL_BOOT_MAC_BYTES];
 } collBootHelloMsg;
 
@@ -64,10 +71,19 @@ typedef struct {
   uint64_t rankNonce;
   uint64_t jobNonce;
   collSockAddr next;
-  char reason[COLL_BOOT_REASON_BYTES];
   uint8_t pad[4];
+  uint64_t nextNsId;
+  char nextUnix[COLL_BOOT_UNIX_BYTES]; /* "" or rank+1's abstract AF_UNIX ring listener */
+  char reason[COLL_BOOT_REASON_BYTES];
   uint8_t mac[COLL_BOOT_MAC_BYTES]; /* zero in UNAUTH */
 } collBootReplyMsg;
+
+/* Where rank+1 listens, as an authentic OK reply says. */
+typedef struct {
+  collSockAddr addr;
+  uint64_t nsId;
+  char unixName[COLL_BOOT_UNIX_BYTES]; /* "" = none */
+} collBootNext;
 
 typedef struct {
   uint32_t magic, version, kind;
@@ -110,7 +126,7 @@ typedef enum {
   COLL_REPLY_INVALID   /* anything else (why: in reason) */
 } collReplyVerdict;
 collReplyVerdict collBootCheckReply(const void* buf, size_t len, const uint8_t key[COLL_BOOT_KEY_BYTES],
-                                    const collBootHelloMsg* h, uint64_t* jobNonce, collSockAddr* next,
+                                    const collBootHelloMsg* h, uint64_t* jobNonce, collBootNext* next,
                                     int* status, char* reason, size_t reasonLen);
 
 /* 1 if a ring hello is authentic, from rank `want`, for jobNonce. */
@@ -119,5 +135,10 @@ int collBootCheckRing(const void* buf, size_t len, const uint8_t key[COLL_BOOT_K
 
 /* 1 if a is a usable peer address (AF_INET/AF_INET6, port != 0). */
 int collBootAddrUsable(const collSockAddr* a);
+/* 1 if s (n bytes) is "" or a NUL-terminated name of [A-Za-z0-9-]. */
+int collBootUnixNameValid(const char* s, size_t n);
+/* Identity of this process's network namespace on this kernel (boot id and
+ * namespace inode): equal values can reach each other's abstract sockets. */
+uint64_t collBootNsId(void);
 
 #endif

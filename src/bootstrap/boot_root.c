@@ -101,7 +101,7 @@ static const char* collPeerName(int fd, char* buf, size_t len) {
 
 /* Sends one reply (best effort: the peer may be gone) and closes fd. */
 static void collRootAnswer(struct collBootRoot* R, int fd, const collBootHelloMsg* h, int kind, int status,
-                           const char* reason, const collSockAddr* next) {
+                           const char* reason, const collBootHelloMsg* next) {
   collBootReplyMsg m;
   memset(&m, 0, sizeof m);
   m.kind = (uint32_t)kind;
@@ -112,7 +112,11 @@ static void collRootAnswer(struct collBootRoot* R, int fd, const collBootHelloMs
     m.rankNonce = h->rankNonce;
   }
   m.jobNonce = R->jobNonce;
-  if (next) m.next = *next;
+  if (next) {
+    m.next = next->ringAddr;
+    m.nextNsId = next->nsId;
+    memcpy(m.nextUnix, next->unixName, sizeof m.nextUnix);
+  }
   if (reason) collFmt(m.reason, sizeof m.reason, "%s", reason);
   collBootSealReply(&m, R->key);
   (void)collSocketSendAll(fd, &m, sizeof m, collTimeNow() + 5.0, NULL);
@@ -165,7 +169,7 @@ static void collRootFail(struct collBootRoot* R, int status, const char* reason,
 static void collRootFormed(struct collBootRoot* R) {
   int n = R->nranks;
   for (int r = 0; r < n; r++) {
-    collRootAnswer(R, R->fds[r], &R->hellos[r], COLL_BOOT_REPLY_OK, 0, NULL, &R->hellos[(r + 1) % n].ringAddr);
+    collRootAnswer(R, R->fds[r], &R->hellos[r], COLL_BOOT_REPLY_OK, 0, NULL, &R->hellos[(r + 1) % n]);
     R->fds[r] = -1;
   }
   R->state = ROOT_FORMED;

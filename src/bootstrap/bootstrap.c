@@ -4,11 +4,16 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -116,13 +121,14 @@ typedef struct {
   collReplyVerdict verdict;
   int status;
   uint64_t jobNonce;
-  collSockAddr next;
+  collBootNext next;
   char reason[COLL_BOOT_REASON_BYTES];
 } collBootAnswer;
 
 /* One attempt: hello to the root on fd, then its reply (or why none came). */
 static collResult_t collBootAsk(int fd, const collBootId* id, int rank, int nranks, const collSockAddr* ringAddr,
-                                double replyDeadline, volatile int* abortFlag, collBootAnswer* a) {
+                                const char* unixName, double replyDeadline, volatile int* abortFlag,
+                                collBootAnswer* a) {
   collBootHelloMsg h;
   memset(&h, 0, sizeof h);
   h.rank = rank;
@@ -131,6 +137,10 @@ static collResult_t collBootAsk(int fd, const collBootId* id, int rank, int nran
   h.rankNonce = collRandom64();
   h.prevNonce = collBootRecall(&id->root);
   if (ringAddr) h.ringAddr = *ringAddr;
+  if (unixName && unixName[0]) {
+    h.nsId = collBootNsId();
+    snprintf(h.unixName, sizeof h.unixName, "%s", unixName);
+  }
   collBootSealHello(&h, id->key);
   collResult_t r = collSocketSendAll(fd, &h, sizeof h, replyDeadline, abortFlag);
   if (r != collSuccess) return r;
@@ -150,7 +160,7 @@ void collBootProbeHolder(const collBootId* id, int rank, int nranks, char* buf, 
   }
   collBootAnswer a;
   memset(&a, 0, sizeof a);
-  collResult_t r = collBootAsk(fd, id, rank, nranks, &dummy, collTimeNow() + 2.0, NULL, &a);
+  collResult_t r = collBootAsk(fd, id, rank, nranks, &dummy, NULL, collTimeNow() + 2.0, NULL, &a);
   close(fd);
   if (r != collSuccess) snprintf(buf, len, "the process holding it is not a coll root (no reply to a hello)");
   else if (a.verdict == COLL_REPLY_UNAUTH) snprintf(buf, len, "it is another job's coll root (it said: %s)", a.reason);
@@ -160,7 +170,8 @@ void collBootProbeHolder(const collBootId* id, int rank, int nranks, char* buf, 
 }
 
 static collResult_t collBootRendezvous(collBootstrap* b, const collBootId* id, const collSockAddr* ringAddr,
-                                       double deadline, double initTimeout, collSockAddr* next) {
+                                       const char* unixName, double deadline, double initTimeout,
+                                       collBootNext* next) {
   char rs[96];
   collSockAddrStr(&id->root, rs, sizeof rs);
   int rootFirst = (id->flags & COLL_BOOT_ROOT_FIRST) != 0;
@@ -192,7 +203,7 @@ static collResult_t collBootRendezvous(collBootstrap* b, const collBootId* id, c
     if (deadline > replyDeadline && replyDeadline > 0) replyDeadline = deadline;
     collBootAnswer a;
     memset(&a, 0, sizeof a);
-    r = collBootAsk(fd, id, b->rank, b->nranks, ringAddr, replyDeadline, b->abortFlag, &a);
+    r = collBootAsk(fd, id, b->rank, b->nranks, ringAddr, unixName, replyDeadline, b->abortFlag, &a);
     close(fd);
     if (r == collTimeout)
       return collSetError(collTimeout, "rank %d: init timeout: the bootstrap root %s accepted the connection but "
@@ -229,14 +240,74 @@ static collResult_t collBootRendezvous(collBootstrap* b, const collBootId* id, c
   }
 }
 
-/* Accepts connections on lfd until one is rank `want` of this communicator. */
-static collResult_t collBootAcceptPeer(collBootstrap* b, int lfd, int want, int* out, double deadline) {
+/* ---- the ring ------------------------------------------------------------- */
+/* An abstract AF_UNIX listener named coll-ring-<random> (no file, no port). */
+static int collBootUnixListen(char name[COLL_BOOT_UNIX_BYTES]) {
+  snprintf(name, COLL_BOOT_UNIX_BYTES, "coll-ring-%016llx", (unsigned long long)collRandom64());
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  size_t n = strlen(name);
+  memcpy(a.sun_path + 1, name, n); /* sun_path[0] = 0: abstract */
+  socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+  if (bind(fd, (struct sockaddr*)&a, len) != 0 || listen(fd, SOMAXCONN) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static int collBootUnixConnect(const char* name) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct sockaddr_un a;
+  memset(&a, 0, sizeof a);
+  a.sun_family = AF_UNIX;
+  size_t n = strnlen(name, COLL_BOOT_UNIX_BYTES - 1);
+  memcpy(a.sun_path + 1, name, n);
+  socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+  int fl;
+  if (connect(fd, (struct sockaddr*)&a, len) != 0 || (fl = fcntl(fd, F_GETFL)) < 0 ||
+      fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Connects to rank+1: over its abstract socket when it is in this network
+ * namespace, else (or if that fails) over TCP. A refusal there means rank+1
+ * gave up (its listeners existed before the root answered), so it is not
+ * retried for long. */
+static collResult_t collBootConnectNext(collBootstrap* b, const collBootNext* next, double deadline) {
+  if (next->unixName[0] && next->nsId && next->nsId == collBootNsId() && (b->nextFd = collBootUnixConnect(next->unixName)) >= 0)
+    return collSuccess;
+  double soon = collTimeNow() + 2.0;
+  return collSocketConnect(&next->addr, &b->nextFd, deadline > 0 && deadline < soon ? deadline : soon, b->abortFlag);
+}
+
+/* Accepts connections on either listener until one is rank `want` of this
+ * communicator. */
+static collResult_t collBootAcceptPeer(collBootstrap* b, int lfd, int ufd, int want, int* out, double deadline) {
   for (;;) {
-    int fd;
-    collResult_t r = collSocketAccept(lfd, &fd, deadline, b->abortFlag);
-    if (r != collSuccess)
-      return collSetError(r, "rank %d: waiting for rank %d to connect the bootstrap ring: %s", b->rank, want,
-                          collLastErrorMessage());
+    if (b->abortFlag && *b->abortFlag) return collSetError(collRemoteError, "rank %d: init aborted", b->rank);
+    int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0 && ufd >= 0) fd = accept4(ufd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+        return collSetError(collSystemError, "rank %d: accept on the bootstrap ring listener failed: %s", b->rank,
+                            strerror(errno));
+      double left = deadline > 0 ? deadline - collTimeNow() : 1.0;
+      if (left <= 0)
+        return collSetError(collTimeout, "rank %d: init timeout: rank %d never connected the bootstrap ring",
+                            b->rank, want);
+      struct pollfd p[2] = {{lfd, POLLIN, 0}, {ufd, POLLIN, 0}};
+      int ms = left > 0.1 ? 100 : (int)(left * 1000) + 1;
+      (void)poll(p, ufd >= 0 ? 2 : 1, ms);
+      continue;
+    }
     collBootRingMsg m;
     if (collSocketRecvAll(fd, &m, sizeof m, collTimeNow() + 5.0, b->abortFlag) == collSuccess &&
         collBootCheckRing(&m, sizeof m, b->key, want, b->jobNonce)) {
@@ -272,18 +343,21 @@ collResult_t collBootInit(collBootstrap* b, const collBootId* id, int rank, int 
   if (collSocketFindInterface(&local, ifname, sizeof ifname) == collSuccess &&
       local.sa.sa_family == ringAddr.sa.sa_family)
     ringAddr = local;
-  int lfd = -1;
+  int lfd = -1, ufd = -1;
   collResult_t r = collSocketListen(&ringAddr, &lfd);
   if (r != collSuccess) return r;
-  collSockAddr next;
+  char unixName[COLL_BOOT_UNIX_BYTES] = "";
+  if (nranks > 1 && collBootNsId() && (ufd = collBootUnixListen(unixName)) < 0) unixName[0] = 0;
+  collBootNext next;
   memset(&next, 0, sizeof next);
-  if ((r = collBootRendezvous(b, id, &ringAddr, deadline, initTimeoutSec, &next)) != collSuccess) goto done;
+  if ((r = collBootRendezvous(b, id, &ringAddr, unixName, deadline, initTimeoutSec, &next)) != collSuccess)
+    goto done;
   b->secret = collBootConnToken(b->key, b->jobNonce);
   if (nranks > 1) {
     int nextRank = (rank + 1) % nranks, prev = (rank - 1 + nranks) % nranks;
-    if ((r = collSocketConnect(&next, &b->nextFd, deadline, abortFlag)) != collSuccess) {
-      collSetError(r, "rank %d: cannot connect the bootstrap ring to rank %d: %s", rank, nextRank,
-                   collLastErrorMessage());
+    if ((r = collBootConnectNext(b, &next, deadline)) != collSuccess) {
+      collSetError(r, "rank %d: cannot connect the bootstrap ring to rank %d (did it fail its init?): %s", rank,
+                   nextRank, collLastErrorMessage());
       goto done;
     }
     collBootRingMsg m;
@@ -292,12 +366,13 @@ collResult_t collBootInit(collBootstrap* b, const collBootId* id, int rank, int 
     m.jobNonce = b->jobNonce;
     collBootSealRing(&m, b->key);
     if ((r = collSocketSendAll(b->nextFd, &m, sizeof m, deadline, abortFlag)) != collSuccess) goto done;
-    if ((r = collBootAcceptPeer(b, lfd, prev, &b->prevFd, deadline)) != collSuccess) goto done;
+    if ((r = collBootAcceptPeer(b, lfd, ufd, prev, &b->prevFd, deadline)) != collSuccess) goto done;
   }
   if (!(id->flags & COLL_BOOT_ROOT_FIRST)) collBootRemember(&id->root, b->jobNonce);
   COLL_INFO(COLL_SUB_BOOT, "rank %d/%d: bootstrap ring ready", rank, nranks);
 done:
   if (lfd >= 0) close(lfd);
+  if (ufd >= 0) close(ufd);
   if (r != collSuccess) {
     /* the ring is useless now; an owned root tells ranks still joining why */
     if (b->nextFd >= 0) close(b->nextFd);

@@ -148,6 +148,14 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
   for (int i = 0; i < n; i++)
     comm->peerKind[i] = me->hasIntra && comm->peers[i].hasIntra && comm->rankNode[i] == comm->node ? COLL_NET_INTRA
                                                                                                    : COLL_NET_INTER;
+  /* every peer (self too) talks over the intra-node transport: the network
+   * listener would only hold a port (thousands of live communicators) */
+  int needInter = 0;
+  for (int i = 0; i < n && !needInter; i++) needInter = comm->peerKind[i] == COLL_NET_INTER;
+  if (!needInter && comm->listenComms[COLL_NET_INTER]) {
+    comm->nets[COLL_NET_INTER]->closeListen(comm->listenComms[COLL_NET_INTER]);
+    comm->listenComms[COLL_NET_INTER] = NULL;
+  }
   int64_t spin = collParamInt(COLL_PARAM_SPIN);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   /* more ranks than cores: wait with sched_yield() (a peer that has work gets

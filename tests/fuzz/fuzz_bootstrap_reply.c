@@ -41,7 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     memcpy(msg, &m, sizeof m);
   }
   uint64_t nonce = 0;
-  collSockAddr next;
+  collBootNext next;
   memset(&next, 0, sizeof next);
   int status = 0;
   char reason[COLL_BOOT_REASON_BYTES];
@@ -49,7 +49,9 @@ int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (strlen(reason) >= sizeof reason) abort();
   for (const char* p = reason; *p; p++)
     if (*p < 0x20 || *p >= 0x7f) abort(); /* shown to users: printable only */
-  if (v == COLL_REPLY_OK && (nonce == 0 || !collBootAddrUsable(&next))) abort();
+  if (v == COLL_REPLY_OK &&
+      (nonce == 0 || !collBootAddrUsable(&next.addr) || !collBootUnixNameValid(next.unixName, sizeof next.unixName)))
+    abort();
   if (v == COLL_REPLY_ERR && (status <= 0 || status >= collNumResults || status == collInProgress)) abort();
   free(msg);
   return 0;
