@@ -107,13 +107,31 @@ static int collBootNap(int ms, volatile int* abortFlag) {
   return abortFlag && *abortFlag;
 }
 
-/* Connects to the root, retrying refusals until `until` (0: forever). */
-static collResult_t collBootConnectRoot(const collSockAddr* root, int* fd, double until, volatile int* abortFlag) {
+/* Connects to the root, retrying refusals and timeouts until `until` (0:
+ * forever). goneAfter > 0: give up once the root refused every attempt for
+ * that long (a root that listened before its id existed is gone then; SYNs
+ * lost on a loaded machine are not a refusal). */
+static collResult_t collBootConnectRoot(const collSockAddr* root, int* fd, double until, double goneAfter,
+                                        volatile int* abortFlag, int* refused) {
+  double refusedSince = 0;
+  *refused = 0;
   for (;;) {
-    double slice = collTimeNow() + 60.0;
+    double slice = collTimeNow() + (goneAfter > 0 ? 0.5 : 60.0);
     double d = until > 0 && until < slice ? until : slice;
-    collResult_t r = collSocketConnect(root, fd, d, abortFlag);
-    if (r != collTimeout || (until > 0 && collTimeNow() >= until)) return r;
+    int err = 0;
+    collResult_t r = collSocketConnectErr(root, fd, d, abortFlag, &err);
+    if (r == collSuccess || (abortFlag && *abortFlag)) return r;
+    double now = collTimeNow();
+    if (err == ECONNREFUSED) {
+      if (!refusedSince) refusedSince = now;
+      if (goneAfter > 0 && now - refusedSince >= goneAfter) {
+        *refused = 1;
+        return r;
+      }
+    } else {
+      refusedSince = 0;
+    }
+    if (r != collTimeout || (until > 0 && now >= until)) return r;
   }
 }
 
@@ -177,16 +195,13 @@ static collResult_t collBootRendezvous(collBootstrap* b, const collBootId* id, c
   int rootFirst = (id->flags & COLL_BOOT_ROOT_FIRST) != 0;
   int backoff = 50;
   for (;;) {
-    int fd = -1;
-    double until = deadline;
-    if (rootFirst) { /* the root listened before the id existed */
-      double gone = collTimeNow() + COLL_BOOT_GONE_SEC;
-      if (!until || gone < until) until = gone;
-    }
-    collResult_t r = collBootConnectRoot(&id->root, &fd, until, b->abortFlag);
+    int fd = -1, refused = 0;
+    /* the root of a collGetUniqueId id listened before the id existed */
+    collResult_t r =
+        collBootConnectRoot(&id->root, &fd, deadline, rootFirst ? COLL_BOOT_GONE_SEC : 0, b->abortFlag, &refused);
     if (r != collSuccess) {
       if (b->abortFlag && *b->abortFlag) return collSetError(collRemoteError, "rank %d: init aborted", b->rank);
-      if (rootFirst)
+      if (refused)
         return collSetError(collRemoteError,
                             "rank %d: the bootstrap root %s refused the connection: it is gone (the root of a "
                             "collGetUniqueId id serves one communicator and stops when it formed, failed or after "
