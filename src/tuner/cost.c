@@ -229,8 +229,10 @@ double collCostCall(const collSliceCost* c, size_t nslices, int channels) {
 /* ---- large communicators: a proxy of at most COLL_COST_PROXY_RANKS ranks ----
  * Simulating every rank holds every rank's schedule at once: a ring or a
  * one-shot algorithm has O(n) steps per rank, so O(n^2) steps in all (512
- * ranks: 30 MB per rank, and every rank prices the same candidates). When
- * the steps of all ranks would pass COLL_COST_MAX_SIM_STEPS, the slice is
+ * ranks: 30 MB per rank, and every rank prices the same candidates), and
+ * indexes them by peer (n^2 ints). When the steps of all ranks would pass
+ * COLL_COST_MAX_SIM_STEPS, or there are more than COLL_COST_MAX_EXACT_RANKS
+ * ranks, the slice is
  * simulated on a proxy of COLL_COST_PROXY_RANKS ranks with the same number
  * of nodes (up to 32, ranks spread evenly, blocked or round-robin as the
  * real layout is) and the same bytes per step, and its latency part is
@@ -239,6 +241,7 @@ double collCostCall(const collSliceCost* c, size_t nslices, int channels) {
  * size is built alone: O(n)). An estimate, the same on every rank. */
 #define COLL_COST_MAX_SIM_STEPS (1 << 15)
 #define COLL_COST_PROXY_RANKS 64
+#define COLL_COST_MAX_EXACT_RANKS 256
 #define COLL_COST_PROXY_NODES 32
 
 /* Phases and bytes sent + received by rank r's schedule. 0 if it fails. */
@@ -272,7 +275,9 @@ collSliceCost collCostSlice(const collTuneModel* m, const collTuneLayout* l, col
   double bytes0;
   if (n <= COLL_COST_PROXY_RANKS) return collCostSliceExact(m, l, build, fn, count, esize);
   if (!collCostRankStats(build, &a0, esize, &steps0, &phases0, &bytes0)) return none;
-  if ((double)steps0 * n <= COLL_COST_MAX_SIM_STEPS) return collCostSliceExact(m, l, build, fn, count, esize);
+  /* the exact simulation also indexes each rank's steps by peer: n^2 ints */
+  if (n <= COLL_COST_MAX_EXACT_RANKS && (double)steps0 * n <= COLL_COST_MAX_SIM_STEPS)
+    return collCostSliceExact(m, l, build, fn, count, esize);
   /* the proxy layout */
   int pn = l->rankNode && l->nnodes > 1 ? (l->nnodes < COLL_COST_PROXY_NODES ? l->nnodes : COLL_COST_PROXY_NODES) : 1;
   int ppn = COLL_COST_PROXY_RANKS / pn;
