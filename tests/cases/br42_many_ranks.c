@@ -5,7 +5,8 @@
  * checks the results, then counts its sockets before destroying: listening
  * ones (TCP LISTEN, AF_UNIX accepting) must be a handful (<= 4), all of them
  * at most 2n + 16. The run must end within its bound.
- * Usage: br42_many_ranks [nranks [bound_s]]   (ctest: 64 ranks, 120 s)
+ * Usage: br42_many_ranks [nranks [bound_s]]   (ctest: 64 ranks, 120 s;
+ *        BR42_RANKS=8 under the sanitizers)
  *        br42_many_ranks pinned                8 ranks on 2 cores (taskset
  *        style affinity), 1000 all-reduces of count 1 within 60 s.
  */
@@ -134,7 +135,7 @@ int main(int argc, char** argv) {
     printf("%d passed, %d failed\n", !rc, !!rc);
     return rc;
   }
-  int n = argc > 1 ? atoi(argv[1]) : 64;
+  int n = argc > 1 ? atoi(argv[1]) : getenv("BR42_RANKS") ? atoi(getenv("BR42_RANKS")) : 64;
   int bound = argc > 2 ? atoi(argv[2]) : 120;
   int iters = 10;
   double t0 = now();
