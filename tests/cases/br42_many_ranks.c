@@ -5,8 +5,8 @@
  * checks the results, then counts its sockets before destroying: listening
  * ones (TCP LISTEN, AF_UNIX accepting) must be a handful (<= 4), all of them
  * at most 2n + 16. The run must end within its bound.
- * Usage: br42_many_ranks [nranks [bound_s]]   (ctest: 64 ranks, 120 s;
- *        BR42_RANKS=8 under the sanitizers)
+ * Usage: br42_many_ranks [nranks [bound_s]]   (default 64 ranks, 120 s; ctest:
+ *        BR42_RANKS=32, 8 under the sanitizers)
  *        br42_many_ranks pinned                8 ranks on 2 cores (taskset
  *        style affinity), 1000 all-reduces of count 1 within 60 s.
  */
