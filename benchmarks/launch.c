@@ -301,32 +301,27 @@ static int launchProcs(const launchOpts_t* o, launchRankFn fn, void* arg) {
   return worst > rc ? worst : rc;
 }
 
-/* Returns the world size a launcher put in the environment, 0 if none, or
- * -1 (printed) when its variables are incomplete or not numbers: a rank
- * variable without its size (or the reverse) must not run a 1-rank job. */
+/* Returns the world size a launcher put in the environment, 0 if there is
+ * none, -1 if launcher variables are set but are not a valid job (one of a
+ * pair, a size that is not a positive integer): collCommInitFromEnv then
+ * names what is wrong instead of this process running a 1-rank job. */
 static int launcherWorldSize(void) {
   static const char* vars[][2] = {{"RANK", "WORLD_SIZE"},
                                   {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
                                   {"PMI_RANK", "PMI_SIZE"},
                                   {"SLURM_PROCID", "SLURM_NTASKS"}};
+  int half = 0;
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
     const char* rank = getenv(vars[i][0]);
     const char* size = getenv(vars[i][1]);
-    if (!rank && !size) continue;
-    if (!rank || !size) {
-      fprintf(stderr, "coll-tests: %s=%s is set but %s is not; set both (or neither)\n",
-              rank ? vars[i][0] : vars[i][1], rank ? rank : size, rank ? vars[i][1] : vars[i][0]);
-      return -1;
+    if (rank && *rank && size && *size) {
+      char* end;
+      long w = strtol(size, &end, 10);
+      return *end || w < 1 || w > 65536 || (w == 1 && strcmp(rank, "0") != 0) ? -1 : (int)w;
     }
-    char* end;
-    long n = strtol(size, &end, 10);
-    if (end == size || *end || n < 1 || n > 65536) {
-      fprintf(stderr, "coll-tests: %s=%s is not a world size (an integer in [1, 65536])\n", vars[i][1], size);
-      return -1;
-    }
-    return (int)n;
+    if ((rank && *rank) || (size && *size)) half = 1;
   }
-  return 0;
+  return half ? -1 : 0;
 }
 
 /* Launcher mode: one rank per process, rendezvous by the library. */
@@ -346,9 +341,8 @@ static int launchFromEnv(const launchOpts_t* o, launchRankFn fn, void* arg) {
 int launchRun(const launchOpts_t* o, launchRankFn fn, void* arg) {
   if (o->nprocs > 1) return launchProcs(o, fn, arg);
   int world = launcherWorldSize();
-  if (world < 0) return LAUNCH_FAILED;
-  if (world > 1) {
-    if (o->nthreads > 1) {
+  if (world > 1 || world < 0) {
+    if (o->nthreads > 1 && world > 1) {
       fprintf(stderr, "coll-tests: -t > 1 is not supported under a launcher "
               "(%d ranks found in the environment)\n", world);
       return LAUNCH_FAILED;

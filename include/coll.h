@@ -155,16 +155,22 @@ collResult_t collGetUniqueId(collUniqueId* uniqueId);
 
 /** Creates the communicator of rank `rank` among `nranks` (1 <= nranks <=
  *  65536, 0 <= rank < nranks) that share `commId`. Collective: every rank
- *  must call it; blocks until all ranks joined or the timeout passes.
+ *  must call it; blocks until all ranks joined or COLL_INIT_TIMEOUT (seconds,
+ *  default 300, 0 = never) passes. An id serves one communicator.
  *  Errors: collInvalidArgument (NULL comm, bad rank/nranks, malformed id),
- *  collSystemError (sockets), collRemoteError (a peer vanished or sent a
- *  wrong secret), collTimeout. Thread-safe for distinct comm pointers. */
+ *  collInvalidUsage (the ranks disagree: another nranks, a rank twice;
+ *  another job's rendezvous), collSystemError (sockets), collRemoteError (a
+ *  peer vanished, the id's root is gone), collTimeout (COLL_INIT_TIMEOUT: the
+ *  message lists the ranks that never joined). Thread-safe for distinct comm
+ *  pointers. */
 collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId,
                               int rank);
 
 /** As collCommInitRank with a config (may be NULL for defaults). With
  *  config->blocking == 0 it returns collInProgress at once (or collSuccess)
- *  and finishes in the background; poll collCommGetAsyncError.
+ *  and finishes in the background; poll collCommGetAsyncError. A call on the
+ *  communicator issued before the init finished waits for it, then runs (or
+ *  fails with the init's error).
  *  Errors: as collCommInitRank, plus collInvalidArgument for a config whose
  *  size/magic does not match. */
 collResult_t collCommInitRankConfig(collComm_t* comm, int nranks,

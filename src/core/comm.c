@@ -119,6 +119,12 @@ void collCommErrorMessage(collComm_t comm, char* buf, size_t size) {
 
 collResult_t collCommFailedError(collComm_t comm, const char* fn) {
   collResult_t e = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE);
+  /* a call on a communicator whose non-blocking init still runs waits for
+   * the init (bounded by COLL_INIT_TIMEOUT), then goes on or fails with it */
+  while (e == collInProgress && __atomic_load_n(&comm->initRunning, __ATOMIC_ACQUIRE)) {
+    usleep(200);
+    e = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE);
+  }
   if (e == collInProgress) return collSetError(collInvalidUsage, "%s: communicator is still initializing", fn);
   if (e == collSuccess && !__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE)) return collSuccess;
   char msg[sizeof comm->asyncMsg];
@@ -288,8 +294,11 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
     if (r != collSuccess) return r;
   }
   me->hasIntra = comm->nets[COLL_NET_INTRA] != NULL;
-  if ((r = collBootInit(&comm->boot, id, comm->rank, n, &comm->abortFlag, comm->timeoutSec)) != collSuccess)
-    return r;
+  /* the rendezvous and the allgathers of init are bounded by COLL_INIT_TIMEOUT,
+   * later bootstrap operations (split) by the communicator's timeout */
+  double initTimeout = (double)collParamInt(COLL_PARAM_INIT_TIMEOUT);
+  comm->boot.timeoutSec = initTimeout;
+  if ((r = collBootInit(&comm->boot, id, comm->rank, n, &comm->abortFlag, initTimeout)) != collSuccess) return r;
   me->rank = comm->rank;
   me->pid = (int32_t)getpid();
   me->version = COLL_VERSION_CODE;
@@ -306,6 +315,14 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
   for (int i = 0; i < n; i++)
     comm->peerKind[i] = me->hasIntra && comm->peers[i].hasIntra && comm->rankNode[i] == comm->node ? COLL_NET_INTRA
                                                                                                    : COLL_NET_INTER;
+  /* every peer (self too) talks over the intra-node transport: the network
+   * listener would only hold a port (thousands of live communicators) */
+  int needInter = 0;
+  for (int i = 0; i < n && !needInter; i++) needInter = comm->peerKind[i] == COLL_NET_INTER;
+  if (!needInter && comm->listenComms[COLL_NET_INTER]) {
+    comm->nets[COLL_NET_INTER]->closeListen(comm->listenComms[COLL_NET_INTER]);
+    comm->listenComms[COLL_NET_INTER] = NULL;
+  }
   int64_t spin = collParamInt(COLL_PARAM_SPIN);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   /* more ranks than cores: wait with sched_yield() (a peer that has work gets
@@ -315,7 +332,7 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
   comm->conns = calloc((size_t)comm->maxChannels * (size_t)n, sizeof(collConn));
   comm->channels = calloc((size_t)comm->maxChannels, sizeof(collChannel));
   if (!comm->conns || !comm->channels) return collSetError(collSystemError, "init: out of memory");
-  comm->commHash = id->secret;
+  comm->commHash = comm->boot.secret; /* per communicator: derived from the root's nonce */
   if ((r = collTunerInit(comm)) != collSuccess) return r;
   if ((r = collMailboxInit(comm)) != collSuccess) return r;
   if (comm->rank == 0) collParamDump();
@@ -328,6 +345,7 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
             comm->localRanks, comm->nets[COLL_NET_INTER]->name, props.name,
             comm->nets[COLL_NET_INTRA] ? comm->nets[COLL_NET_INTRA]->name : comm->nets[COLL_NET_INTER]->name,
             comm->nchannels, comm->chunkBytes, comm->timeoutSec, comm->spinUs);
+  comm->boot.timeoutSec = comm->timeoutSec;
   return collSuccess;
 }
 
@@ -344,7 +362,7 @@ static void collCommFreeResources(collComm_t comm) {
   collTunerFree(comm);
   for (int k = 0; k < COLL_NET_KINDS; k++)
     if (comm->listenComms[k]) comm->nets[k]->closeListen(comm->listenComms[k]);
-  collBootClose(&comm->boot);
+  collBootClose(&comm->boot, NULL);
   collTopoFree(comm);
   free(comm->peers);
   free(comm->peerKind);
@@ -365,6 +383,8 @@ static void* collInitThread(void* arg) {
     collResult_t expect = collInProgress;
     __atomic_compare_exchange_n(&j->comm->asyncError, &expect, collSuccess, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
   } else {
+    collBootRootStop(j->comm->boot.root, collLastErrorMessage()); /* ranks still joining learn why */
+    j->comm->boot.root = NULL;
     __atomic_store_n(&j->comm->asyncError, collSuccess, __ATOMIC_RELEASE);
     collCommSetAsyncError(j->comm, r, collLastErrorMessage());
   }
@@ -373,21 +393,33 @@ static void* collInitThread(void* arg) {
   return NULL;
 }
 
-collResult_t collCommInitRankConfigImpl(collComm_t* out, int nranks, collUniqueId commId, int rank, collConfig_t* config) {
+/* A root that the failed init owned tells ranks still joining why. */
+static collResult_t collInitFail(collBootRoot* root, collResult_t r) {
+  collBootRootStop(root, collLastErrorMessage());
+  return r;
+}
+
+static void collCommRootFail(void* ctx, collResult_t r, const char* msg) { collCommSetAsyncError(ctx, r, msg); }
+
+collResult_t collCommInitRankRoot(collComm_t* out, int nranks, collUniqueId commId, int rank, collConfig_t* config,
+                                  collBootRoot* root) {
   collLogInit();
-  if (!out) return collSetError(collInvalidArgument, "collCommInitRank: comm is NULL");
+  if (!out) return collInitFail(root, collSetError(collInvalidArgument, "collCommInitRank: comm is NULL"));
   *out = NULL;
   if (nranks < 1 || nranks > 65536)
-    return collSetError(collInvalidArgument, "collCommInitRank: nranks %d is out of range [1, 65536]", nranks);
+    return collInitFail(root, collSetError(collInvalidArgument,
+                                           "collCommInitRank: nranks %d is out of range [1, 65536]", nranks));
   if (rank < 0 || rank >= nranks)
-    return collSetError(collInvalidArgument, "collCommInitRank: rank %d is out of range [0, %d)", rank, nranks);
+    return collInitFail(root, collSetError(collInvalidArgument, "collCommInitRank: rank %d is out of range [0, %d)",
+                                           rank, nranks));
   if (config && (config->size != sizeof(collConfig_t) || config->magic != COLL_CONFIG_MAGIC))
-    return collSetError(collInvalidArgument,
-                        "collCommInitRankConfig: config was not initialized with COLL_CONFIG_INITIALIZER");
+    return collInitFail(root, collSetError(collInvalidArgument, "collCommInitRankConfig: config was not initialized "
+                                                                "with COLL_CONFIG_INITIALIZER"));
   collBootId id;
   memcpy(&id, commId.internal, sizeof id);
   if (id.magic != COLL_BOOT_MAGIC)
-    return collSetError(collInvalidArgument, "collCommInitRank: commId is not a coll unique id (bad magic)");
+    return collInitFail(root, collSetError(collInvalidArgument,
+                                           "collCommInitRank: commId is not a coll unique id (bad magic)"));
   int blocking = 1;
   int timeout = (int)collParamInt(COLL_PARAM_TIMEOUT);
   const char* netName = collParamStr(COLL_SPARAM_NET);
@@ -395,13 +427,14 @@ collResult_t collCommInitRankConfigImpl(collComm_t* out, int nranks, collUniqueI
     if (config->blocking != COLL_CONFIG_UNDEF) blocking = config->blocking;
     if (config->timeoutSec != COLL_CONFIG_UNDEF) {
       if (config->timeoutSec < 0)
-        return collSetError(collInvalidArgument, "collCommInitRankConfig: timeoutSec %d < 0", config->timeoutSec);
+        return collInitFail(root, collSetError(collInvalidArgument, "collCommInitRankConfig: timeoutSec %d < 0",
+                                               config->timeoutSec));
       timeout = config->timeoutSec;
     }
     if (config->netName) netName = config->netName;
   }
   collComm_t comm = calloc(1, sizeof *comm);
-  if (!comm) return collSetError(collSystemError, "collCommInitRank: out of memory");
+  if (!comm) return collInitFail(root, collSetError(collSystemError, "collCommInitRank: out of memory"));
   comm->magic = COLL_COMM_MAGIC;
   comm->rank = rank;
   comm->nranks = nranks;
@@ -421,8 +454,10 @@ collResult_t collCommInitRankConfigImpl(collComm_t* out, int nranks, collUniqueI
   pthread_cond_init(&comm->qdone, NULL);
   if (collRegAdd(comm) != 0) {
     free(comm);
-    return collSetError(collSystemError, "collCommInitRank: out of memory");
+    return collInitFail(root, collSetError(collSystemError, "collCommInitRank: out of memory"));
   }
+  comm->boot.root = root; /* freed with the communicator from here on */
+  collBootRootSetOwner(root, collCommRootFail, comm);
   if (!blocking) {
     collInitJob* j = malloc(sizeof *j);
     pthread_attr_t attr;
@@ -447,12 +482,18 @@ collResult_t collCommInitRankConfigImpl(collComm_t* out, int nranks, collUniqueI
   if (r != collSuccess) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", collLastErrorMessage());
+    collBootClose(&comm->boot, msg); /* an owned root tells ranks still joining why */
     collRegRemove(comm);
     collCommFreeResources(comm);
     return collSetError(r, "%s", msg);
   }
   *out = comm;
   return collSuccess;
+}
+
+collResult_t collCommInitRankConfigImpl(collComm_t* out, int nranks, collUniqueId commId, int rank,
+                                        collConfig_t* config) {
+  return collCommInitRankRoot(out, nranks, commId, rank, config, NULL);
 }
 
 collResult_t collCommInitRankImpl(collComm_t* comm, int nranks, collUniqueId commId, int rank) {

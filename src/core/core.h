@@ -12,8 +12,12 @@ collResult_t collSubmit(collComm_t comm, collStream_t stream, const collOp* ops,
 void collStreamsDrain(collComm_t comm);
 /* Stops and joins the progress thread (after the queue drained or aborted). */
 void collStreamsShutdown(collComm_t comm);
-/* Creates a unique id whose root listens on `addr`. */
-collResult_t collUniqueIdAt(collUniqueId* id, const collSockAddr* addr, uint64_t secret, int bindAny);
+/* Creates a unique id whose root listens on `addr` (random key). */
+collResult_t collUniqueIdAt(collUniqueId* id, const collSockAddr* addr, int bindAny);
+/* collCommInitRankConfig for a rank 0 that hosts the root itself (launcher
+ * mode): the communicator owns `root` (may be NULL), also on failure. */
+collResult_t collCommInitRankRoot(collComm_t* comm, int nranks, collUniqueId commId, int rank, collConfig_t* config,
+                                  collBootRoot* root);
 
 /* The implementations behind the public entry points of coll.h: api.c
  * defines each public function as a call of its *Impl, bracketed by

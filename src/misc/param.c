@@ -53,6 +53,7 @@ static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     [COLL_PARAM_MAILBOX_BYTES] = {"COLL_MAILBOX_BYTES", 4096, 0, 1 << 20, "small collectives whose data per rank is at most this many bytes run one-shot through a shared-memory mailbox when every rank is on one node (all-reduce, all-gather, reduce-scatter); 0: off"},
     [COLL_PARAM_PROGRESS_CPU] = {"COLL_PROGRESS_CPU", -1, -1, CPU_SETSIZE - 1, "pin each communicator's progress thread to this CPU; -1: the NUMA node of the rank's NIC when the machine has several"},
     [COLL_PARAM_P2P_BUFFSIZE] = {"COLL_P2P_BUFFSIZE", 4 << 20, 1 << 16, 1 << 30, "bytes of GPU memory (8 slots) the receiver of each CUDA P2P connection allocates for its ring"},
+    [COLL_PARAM_INIT_TIMEOUT] = {"COLL_INIT_TIMEOUT", 300, 0, INT32_MAX, "seconds a communicator's init may wait for every rank to join (counted by the bootstrap root from its start); then every rank that joined fails naming the missing ranks (0 = never)"},
 };
 
 static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {

@@ -19,6 +19,7 @@ typedef enum {
   COLL_PARAM_TUNE_CALIBRATE, /* COLL_TUNE_CALIBRATE: measure links at init for the tuner */
   COLL_PARAM_MAILBOX_BYTES,  /* COLL_MAILBOX_BYTES: one-shot shared-memory calls up to this many bytes per rank */
   COLL_PARAM_P2P_BUFFSIZE,   /* COLL_P2P_BUFFSIZE: device ring bytes of each CUDA P2P connection */
+  COLL_PARAM_INIT_TIMEOUT,   /* COLL_INIT_TIMEOUT, seconds the rendezvous of an init may take */
   COLL_PARAM_COUNT_INT
 } collIntParam;
 

@@ -485,7 +485,13 @@ static void collSetNoDelay(int fd) {
  * and then give collSystemError. Other errors: collSystemError at once. */
 collResult_t collSocketConnect(const collSockAddr* addr, int* fd, double deadline,
                                volatile int* abortFlag) {
+  return collSocketConnectErr(addr, fd, deadline, abortFlag, NULL);
+}
+
+collResult_t collSocketConnectErr(const collSockAddr* addr, int* fd, double deadline, volatile int* abortFlag,
+                                  int* lastErrno) {
   char s[80];
+  if (lastErrno) *lastErrno = 0;
   if (!addr || !fd) return collSetError(collInvalidArgument, "collSocketConnect: NULL argument");
   collSockAddrStr(addr, s, sizeof s);
   double retryEnd = deadline > 0 ? deadline
@@ -519,6 +525,7 @@ collResult_t collSocketConnect(const collSockAddr* addr, int* fd, double deadlin
       return collSuccess;
     }
     close(f);
+    if (lastErrno) *lastErrno = err;
     int retry = err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN || err == ECONNRESET;
     if (!retry)
       return collSetError(collSystemError, "connect to %s failed: %s", s, strerror(err));

@@ -65,6 +65,10 @@ collResult_t collSocketListen(collSockAddr* addr, int* fd);
  * non-blocking, close-on-exec, TCP_NODELAY. */
 collResult_t collSocketConnect(const collSockAddr* addr, int* fd,
                                double deadline, volatile int* abortFlag);
+/* The same; *lastErrno (may be NULL) gets the errno of the last failed
+ * attempt (ECONNREFUSED, ETIMEDOUT...), 0 on success. */
+collResult_t collSocketConnectErr(const collSockAddr* addr, int* fd, double deadline,
+                                  volatile int* abortFlag, int* lastErrno);
 /* Accepts one connection (waits until deadline). */
 collResult_t collSocketAccept(int listenFd, int* fd, double deadline,
                               volatile int* abortFlag);

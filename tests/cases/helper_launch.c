@@ -1,4 +1,4 @@
-/* helper_launch.c - torchrun-style rank processes for tests (helper_launch.h). */
+/* helper_launch.c - torchrun-style rank processes for tests (see helper_launch.h). */
 #include "helper_launch.h"
 
 #include <arpa/inet.h>
@@ -16,221 +16,257 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct {
-  pid_t pid;      /* 0 once reaped (or never started) */
-  int status;     /* waitpid status, -1 while running */
-  int timedOut;
-  double exitAt;  /* seconds after the start, -1 while running */
-  int outFd;      /* memfd with the rank's output, -1 without capture */
-  char* out;
-} collLaunchRank;
-
 struct collLaunch {
-  collLaunchSpec spec;
-  int port;
+  int nranks, port, timeoutSec;
   double t0;
-  collLaunchRank* r;
+  pid_t* pid;
+  int* status;     /* -1 while running */
+  double* exitAt;  /* seconds after t0 */
+  int* killed;     /* by the watchdog */
+  int* outFd;      /* memfd or -1 */
+  char** out;
 };
 
 static double collLaunchNow(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Binds 127.0.0.1:port (0 = any); returns the bound port or 0. */
+static int collLaunchTryBind(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons((uint16_t)port);
+  socklen_t sl = sizeof a;
+  int got = 0;
+  if (bind(fd, (struct sockaddr*)&a, sizeof a) == 0 && getsockname(fd, (struct sockaddr*)&a, &sl) == 0)
+    got = ntohs(a.sin_port);
+  close(fd);
+  return got;
 }
 
 int collLaunchFreePort(void) {
-  for (int attempt = 0; attempt < 64; attempt++) {
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) return 0;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t al = sizeof a;
-    int ok = bind(s, (struct sockaddr*)&a, sizeof a) == 0 && getsockname(s, (struct sockaddr*)&a, &al) == 0;
-    close(s);
-    int p = ok ? (int)ntohs(a.sin_port) - 1 : 0; /* coll's root takes MASTER_PORT + 1 = the port just seen free */
-    if (p > 1024) return p;
+  for (int i = 0; i < 64; i++) {
+    int q = collLaunchTryBind(0);
+    if (q > 1024 && q <= 65535) return q - 1; /* coll's root listens on MASTER_PORT + 1 = q */
   }
   return 0;
 }
 
-static void collLaunchChild(const collLaunch* L, int rank, pid_t parent) {
-  const collLaunchSpec* s = &L->spec;
+static void collLaunchSetInt(const char* name, int v) {
+  char s[32];
+  snprintf(s, sizeof s, "%d", v);
+  setenv(name, s, 1);
+}
+
+/* In the child: environment, output, then body or exec. Never returns. */
+static void collLaunchChild(const collLaunchSpec* spec, int rank, int port, int outFd) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != parent) _exit(127); /* the parent is already gone */
-  /* as a launcher starts a rank: default dispositions, nothing blocked (a
-   * test run in the background would otherwise pass SIGINT on ignored) */
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, NULL);
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  signal(SIGPIPE, SIG_DFL);
-  alarm((unsigned)(s->timeoutSec > 0 ? s->timeoutSec : 120) + 5);
-  if (L->r[rank].outFd >= 0) {
-    dup2(L->r[rank].outFd, 1);
-    dup2(L->r[rank].outFd, 2);
-    close(L->r[rank].outFd);
+  alarm((unsigned)(spec->timeoutSec > 0 ? spec->timeoutSec : 120) + 5);
+  if (outFd >= 0) {
+    dup2(outFd, 1);
+    dup2(outFd, 2);
+    close(outFd);
   }
-  for (int k = 0; k < s->nranks; k++) /* other ranks' capture files are not ours */
-    if (k != rank && L->r[k].outFd >= 0) close(L->r[k].outFd);
-  char v[32];
-  snprintf(v, sizeof v, "%d", rank);
-  setenv("RANK", v, 1);
-  setenv("LOCAL_RANK", v, 1);
-  snprintf(v, sizeof v, "%d", s->nranks);
-  setenv("WORLD_SIZE", v, 1);
-  setenv("LOCAL_WORLD_SIZE", v, 1);
-  setenv("MASTER_ADDR", s->masterAddr ? s->masterAddr : "127.0.0.1", 1);
-  snprintf(v, sizeof v, "%d", L->port);
-  setenv("MASTER_PORT", v, 1);
-  if (s->runId) setenv("TORCHELASTIC_RUN_ID", s->runId, 1);
+  collLaunchSetInt("RANK", rank);
+  collLaunchSetInt("WORLD_SIZE", spec->nranks);
+  collLaunchSetInt("LOCAL_RANK", rank);
+  collLaunchSetInt("LOCAL_WORLD_SIZE", spec->nranks);
+  collLaunchSetInt("GROUP_RANK", 0);
+  setenv("MASTER_ADDR", spec->masterAddr ? spec->masterAddr : "127.0.0.1", 1);
+  collLaunchSetInt("MASTER_PORT", port);
+  if (spec->runId) setenv("TORCHELASTIC_RUN_ID", spec->runId, 1);
   setenv("COLL_SOCKET_IFNAME", "lo", 0);
-  if (s->setup) s->setup(rank, s->nranks, s->arg);
-  if (s->argv) {
-    execvp(s->argv[0], s->argv);
-    fprintf(stderr, "helper_launch: exec %s: %s\n", s->argv[0], strerror(errno));
+  if (spec->setup) spec->setup(rank, spec->nranks, spec->arg);
+  if (spec->argv) {
+    execv(spec->argv[0], spec->argv);
+    fprintf(stderr, "launch: rank %d: exec %s: %s\n", rank, spec->argv[0], strerror(errno));
     _exit(127);
   }
-  int rc = s->body ? s->body(rank, s->nranks, s->arg) : 0;
+  int rc = spec->body ? spec->body(rank, spec->nranks, spec->arg) : 0;
   fflush(stdout);
   fflush(stderr);
   _exit(rc);
 }
 
 collLaunch* collLaunchStart(const collLaunchSpec* spec) {
-  if (!spec || spec->nranks < 1 || (!spec->argv && !spec->body)) {
-    fprintf(stderr, "helper_launch: bad spec\n");
+  if (!spec || spec->nranks < 1 || (!spec->body && !spec->argv)) {
+    fprintf(stderr, "launch: bad spec\n");
     return NULL;
   }
+  int n = spec->nranks;
   collLaunch* L = calloc(1, sizeof *L);
   if (!L) return NULL;
-  L->spec = *spec;
-  L->r = calloc((size_t)spec->nranks, sizeof *L->r);
-  L->port = spec->masterPort > 0 ? spec->masterPort : collLaunchFreePort();
-  if (!L->r || L->port <= 0) {
-    fprintf(stderr, "helper_launch: %s\n", L->r ? "no free port" : "out of memory");
-    free(L->r);
-    free(L);
+  L->nranks = n;
+  L->timeoutSec = spec->timeoutSec > 0 ? spec->timeoutSec : 120;
+  L->pid = calloc((size_t)n, sizeof *L->pid);
+  L->status = calloc((size_t)n, sizeof *L->status);
+  L->exitAt = calloc((size_t)n, sizeof *L->exitAt);
+  L->killed = calloc((size_t)n, sizeof *L->killed);
+  L->outFd = calloc((size_t)n, sizeof *L->outFd);
+  L->out = calloc((size_t)n, sizeof *L->out);
+  if (!L->pid || !L->status || !L->exitAt || !L->killed || !L->outFd || !L->out) {
+    L->nranks = 0; /* nothing started, no fd opened */
+    collLaunchFree(L);
     return NULL;
   }
-  for (int k = 0; k < spec->nranks; k++) {
-    L->r[k].status = -1;
-    L->r[k].exitAt = -1;
-    L->r[k].outFd = spec->capture ? memfd_create("coll-launch-out", MFD_CLOEXEC) : -1;
+  for (int r = 0; r < n; r++) {
+    L->status[r] = -1;
+    L->exitAt[r] = -1;
+    L->outFd[r] = -1;
+  }
+  L->port = spec->masterPort ? spec->masterPort : collLaunchFreePort();
+  if (!L->port) {
+    fprintf(stderr, "launch: no free port\n");
+    collLaunchFree(L);
+    return NULL;
   }
   fflush(stdout);
   fflush(stderr);
-  pid_t parent = getpid();
   L->t0 = collLaunchNow();
-  for (int k = 0; k < spec->nranks; k++) {
+  for (int r = 0; r < n; r++) {
+    if (spec->capture) {
+      char name[32];
+      snprintf(name, sizeof name, "launch-rank%d", r);
+      L->outFd[r] = memfd_create(name, MFD_CLOEXEC);
+      if (L->outFd[r] < 0) {
+        fprintf(stderr, "launch: memfd_create: %s\n", strerror(errno));
+        collLaunchFree(L);
+        return NULL;
+      }
+    }
     pid_t p = fork();
     if (p < 0) {
-      fprintf(stderr, "helper_launch: fork: %s\n", strerror(errno));
+      fprintf(stderr, "launch: fork of rank %d: %s\n", r, strerror(errno));
       collLaunchFree(L);
       return NULL;
     }
-    if (p == 0) collLaunchChild(L, k, parent);
-    L->r[k].pid = p;
+    if (p == 0) {
+      for (int k = 0; k < r; k++)
+        if (L->outFd[k] >= 0) close(L->outFd[k]); /* other ranks' output is not ours */
+      collLaunchChild(spec, r, L->port, L->outFd[r]);
+    }
+    L->pid[r] = p;
   }
   return L;
 }
 
 int collLaunchMasterPort(const collLaunch* L) { return L->port; }
+
 pid_t collLaunchPid(const collLaunch* L, int rank) {
-  return rank >= 0 && rank < L->spec.nranks ? L->r[rank].pid : 0;
+  return rank >= 0 && rank < L->nranks && L->status[rank] < 0 ? L->pid[rank] : 0;
 }
 
 void collLaunchKill(collLaunch* L, int rank, int sig) {
-  if (rank >= 0 && rank < L->spec.nranks && L->r[rank].pid > 0) kill(L->r[rank].pid, sig);
+  pid_t p = collLaunchPid(L, rank);
+  if (p > 0) kill(p, sig);
 }
 
-static void collLaunchReaped(collLaunch* L, pid_t p, int status) {
-  for (int k = 0; k < L->spec.nranks; k++)
-    if (L->r[k].pid == p) {
-      L->r[k].pid = 0;
-      L->r[k].status = status;
-      L->r[k].exitAt = collLaunchNow() - L->t0;
-    }
+static void collLaunchReaped(collLaunch* L, int r, int status) {
+  L->status[r] = status;
+  L->exitAt[r] = collLaunchNow() - L->t0;
 }
 
 int collLaunchPoll(collLaunch* L) {
   int running = 0;
-  for (int k = 0; k < L->spec.nranks; k++) {
-    if (L->r[k].pid <= 0) continue;
+  for (int r = 0; r < L->nranks; r++) {
+    if (L->status[r] >= 0 || L->pid[r] <= 0) continue;
     int st;
-    pid_t p = waitpid(L->r[k].pid, &st, WNOHANG);
-    if (p == L->r[k].pid) collLaunchReaped(L, p, st);
+    pid_t p = waitpid(L->pid[r], &st, WNOHANG);
+    if (p == L->pid[r]) collLaunchReaped(L, r, st);
+    else if (p < 0 && errno == ECHILD) collLaunchReaped(L, r, 0x7f00); /* not ours any more: "exit 127" */
     else running++;
   }
   return running;
 }
 
 int collLaunchWait(collLaunch* L, int timeoutSec) {
-  if (timeoutSec <= 0) timeoutSec = L->spec.timeoutSec > 0 ? L->spec.timeoutSec : 120;
-  double end = collLaunchNow() + timeoutSec;
-  while (collLaunchPoll(L) > 0 && collLaunchNow() < end) usleep(2000);
-  for (int k = 0; k < L->spec.nranks; k++) {
-    if (L->r[k].pid <= 0) continue;
-    L->r[k].timedOut = 1;
-    kill(L->r[k].pid, SIGKILL);
-    kill(L->r[k].pid, SIGCONT);
-    int st;
-    if (waitpid(L->r[k].pid, &st, 0) == L->r[k].pid) collLaunchReaped(L, L->r[k].pid, st);
+  double end = collLaunchNow() + (timeoutSec > 0 ? timeoutSec : L->timeoutSec);
+  while (collLaunchPoll(L) > 0) {
+    if (collLaunchNow() > end) {
+      for (int r = 0; r < L->nranks; r++)
+        if (L->status[r] < 0 && L->pid[r] > 0) {
+          fprintf(stderr, "launch: watchdog: rank %d (pid %d) still running; killing it\n", r, (int)L->pid[r]);
+          L->killed[r] = 1;
+          kill(L->pid[r], SIGKILL);
+        }
+      for (int r = 0; r < L->nranks; r++)
+        if (L->status[r] < 0 && L->pid[r] > 0) {
+          int st;
+          if (waitpid(L->pid[r], &st, 0) == L->pid[r]) collLaunchReaped(L, r, st);
+        }
+      break;
+    }
+    struct timespec ts = {0, 2 * 1000 * 1000};
+    nanosleep(&ts, NULL);
   }
   int bad = 0;
-  for (int k = 0; k < L->spec.nranks; k++) bad += collLaunchExitCode(L, k) != 0;
+  for (int r = 0; r < L->nranks; r++) bad += collLaunchExitCode(L, r) != 0;
   return bad;
 }
 
-int collLaunchStatus(const collLaunch* L, int rank) { return L->r[rank].pid > 0 ? -1 : L->r[rank].status; }
+int collLaunchStatus(const collLaunch* L, int rank) { return L->status[rank]; }
 
 int collLaunchExitCode(const collLaunch* L, int rank) {
-  int st = collLaunchStatus(L, rank);
+  int st = L->status[rank];
   return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-double collLaunchExitTime(const collLaunch* L, int rank) { return L->r[rank].exitAt; }
-int collLaunchTimedOut(const collLaunch* L, int rank) { return L->r[rank].timedOut; }
+double collLaunchExitTime(const collLaunch* L, int rank) { return L->exitAt[rank]; }
+
+int collLaunchTimedOut(const collLaunch* L, int rank) { return L->killed[rank]; }
 
 const char* collLaunchOutput(collLaunch* L, int rank) {
-  collLaunchRank* r = &L->r[rank];
-  free(r->out);
-  r->out = NULL;
-  struct stat st;
-  if (r->outFd < 0 || fstat(r->outFd, &st) != 0) return "";
-  r->out = calloc((size_t)st.st_size + 1, 1);
-  if (!r->out) return "";
-  ssize_t n = pread(r->outFd, r->out, (size_t)st.st_size, 0);
-  r->out[n > 0 ? n : 0] = 0;
-  return r->out;
+  if (rank < 0 || rank >= L->nranks || L->outFd[rank] < 0) return "";
+  struct stat sb;
+  if (fstat(L->outFd[rank], &sb) != 0) return "";
+  char* b = realloc(L->out[rank], (size_t)sb.st_size + 1);
+  if (!b) return "";
+  L->out[rank] = b;
+  ssize_t got = pread(L->outFd[rank], b, (size_t)sb.st_size, 0);
+  b[got > 0 ? got : 0] = 0;
+  return b;
 }
 
 void collLaunchReport(collLaunch* L) {
-  for (int k = 0; k < L->spec.nranks; k++) {
-    int st = collLaunchStatus(L, k);
-    if (st < 0) fprintf(stderr, "rank %d: still running\n", k);
-    else if (WIFEXITED(st)) fprintf(stderr, "rank %d: exited %d after %.2f s\n", k, WEXITSTATUS(st), L->r[k].exitAt);
-    else fprintf(stderr, "rank %d: killed by signal %d after %.2f s%s\n", k, WTERMSIG(st), L->r[k].exitAt,
-                 L->r[k].timedOut ? " (watchdog)" : "");
-    const char* out = collLaunchOutput(L, k);
-    if (out[0]) fprintf(stderr, "---- rank %d output ----\n%s", k, out);
+  for (int r = 0; r < L->nranks; r++) {
+    int st = L->status[r];
+    if (st < 0) fprintf(stderr, "launch: rank %d: still running\n", r);
+    else if (WIFEXITED(st)) fprintf(stderr, "launch: rank %d: exit %d after %.2f s\n", r, WEXITSTATUS(st), L->exitAt[r]);
+    else fprintf(stderr, "launch: rank %d: killed by signal %d after %.2f s%s\n", r, WTERMSIG(st), L->exitAt[r],
+                 L->killed[r] ? " (watchdog)" : "");
+    const char* o = collLaunchOutput(L, r);
+    if (*o) fprintf(stderr, "---- rank %d output ----\n%s%s", r, o, o[strlen(o) - 1] == '\n' ? "" : "\n");
   }
 }
 
 void collLaunchFree(collLaunch* L) {
   if (!L) return;
-  for (int k = 0; k < L->spec.nranks; k++)
-    if (L->r[k].pid > 0) {
-      kill(L->r[k].pid, SIGKILL);
-      kill(L->r[k].pid, SIGCONT);
-      int st;
-      waitpid(L->r[k].pid, &st, 0);
-      L->r[k].pid = 0;
-    }
-  for (int k = 0; k < L->spec.nranks; k++) {
-    if (L->r[k].outFd >= 0) close(L->r[k].outFd);
-    free(L->r[k].out);
+  if (L->pid && L->status) {
+    for (int r = 0; r < L->nranks; r++)
+      if (L->pid[r] > 0 && L->status[r] < 0) kill(L->pid[r], SIGKILL);
+    for (int r = 0; r < L->nranks; r++)
+      if (L->pid[r] > 0 && L->status[r] < 0) {
+        int st;
+        waitpid(L->pid[r], &st, 0);
+      }
   }
-  free(L->r);
+  if (L->outFd)
+    for (int r = 0; r < L->nranks; r++)
+      if (L->outFd[r] >= 0) close(L->outFd[r]);
+  if (L->out)
+    for (int r = 0; r < L->nranks; r++) free(L->out[r]);
+  free(L->pid);
+  free(L->status);
+  free(L->exitAt);
+  free(L->killed);
+  free(L->outFd);
+  free(L->out);
   free(L);
 }
 

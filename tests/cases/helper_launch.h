@@ -61,7 +61,8 @@ int collLaunchWait(collLaunch* L, int timeoutSec);
 int collLaunchStatus(const collLaunch* L, int rank);
 /* Exit code of a rank that exited normally, else -1 (running, signalled). */
 int collLaunchExitCode(const collLaunch* L, int rank);
-/* Seconds from collLaunchStart until the rank was reaped; -1 while it runs. */
+/* Seconds from collLaunchStart until the rank was reaped (by collLaunchPoll
+ * or collLaunchWait: poll every launch you run at once); -1 while it runs. */
 double collLaunchExitTime(const collLaunch* L, int rank);
 /* 1 if the watchdog killed the rank. */
 int collLaunchTimedOut(const collLaunch* L, int rank);

@@ -210,12 +210,13 @@ static int garbagePrepare(collUniqueId* id, void* arg) {
   char junk[64];
   memset(junk, 0x5a, sizeof junk);
   collSocketSendAll(fds[0], junk, sizeof junk, now() + 5, NULL);
-  struct {
-    uint32_t magic, version;
-    uint64_t secret;
-    int32_t rank, nranks;
-    collSockAddr addr;
-  } hello = {COLL_BOOT_MAGIC, COLL_VERSION_CODE, bid.secret ^ 1, 0, 2, bid.root};
+  collBootHelloMsg hello; /* well formed, sealed with another job's key */
+  memset(&hello, 0, sizeof hello);
+  hello.rank = 0;
+  hello.nranks = 2;
+  hello.ringAddr = bid.root;
+  bid.key[0] ^= 1;
+  collBootSealHello(&hello, bid.key);
   collSocketSendAll(fds[1], &hello, sizeof hello, now() + 5, NULL);
   return 0;
 }
