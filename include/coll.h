@@ -414,7 +414,9 @@ typedef struct {
   uint64_t bytes;       /* sum of count x type size as passed (all-gather:
                            sendcount, reduce-scatter: recvcount) */
   uint64_t timedCalls;  /* calls whose duration was measured: all, except
-                           that one mailbox call in 64 is timed (0.2 us calls) */
+                           through the mailbox (0.2 us calls): one in 64, and
+                           each that waited longer than ~1 us (timed from the
+                           start of that wait) */
   uint64_t timeNs;      /* total duration of the timed calls */
 } collCollStats_t;
 

@@ -179,6 +179,10 @@ void collObsOpEndSlow(collComm_t comm, const collOp* op, collResult_t r) {
   collObsRecord* e = o->cur;
   uint64_t now = o->curTimed || o->waitSinceNs || o->events ? collObsNowNs() : 0;
   collObsCloseWait(o, now);
+  if (!o->curTimed && e->tWaitNs) { /* an untimed mailbox call that waited: timed from its wait on */
+    o->curTimed = 1;
+    COLL_OBS_SET(e->tStartNs, e->tWaitNs);
+  }
   if (o->curTimed) COLL_OBS_SET(e->tEndNs, now);
   collObsCount(o, e, op, o->curAlgo, now - e->tStartNs, o->curTimed, r);
   if (o->curAlgo == COLL_OBS_ALGO_MAILBOX) {
