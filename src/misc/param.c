@@ -209,3 +209,32 @@ void collParamDump(void) {
               collStrParams[i].def ? collStrParams[i].def : "-", v ? v : "-", collStrParams[i].doc);
   }
 }
+
+int collParamRow(int i, collParamRowInfo* out) {
+  memset(out, 0, sizeof *out);
+  if (i < 0) return 0;
+  if (i < COLL_PARAM_COUNT_INT) {
+    const collIntParamDesc* d = &collIntParams[i];
+    int64_t v = collParamInt((collIntParam)i);
+    out->name = d->name;
+    out->type = "int";
+    snprintf(out->def, sizeof out->def, "%lld", (long long)d->def);
+    snprintf(out->value, sizeof out->value, "%lld", (long long)v);
+    snprintf(out->range, sizeof out->range, "[%lld, %lld]", (long long)d->min, (long long)d->max);
+    out->fromEnv = collIntSet[i] || collIntWarn[i][0];
+    out->doc = d->doc;
+    return 1;
+  }
+  i -= COLL_PARAM_COUNT_INT;
+  if (i >= COLL_SPARAM_COUNT) return 0;
+  const collStrParamDesc* d = &collStrParams[i];
+  const char* v = collParamStr((collStrParam)i);
+  const char* env = getenv(d->name);
+  out->name = d->name;
+  out->type = "string";
+  snprintf(out->def, sizeof out->def, "%s", d->def ? d->def : "-");
+  snprintf(out->value, sizeof out->value, "%s", v ? v : "-");
+  out->fromEnv = env && *env;
+  out->doc = d->doc;
+  return 1;
+}

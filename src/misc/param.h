@@ -61,5 +61,15 @@ void collParamInit(void);
 const char* collParamStr(collStrParam p);
 /* Prints every parameter with type, default, current value and doc at INFO. */
 void collParamDump(void);
+/* Row i of the table, integer rows first, then string rows, for tools
+ * (coll_info): 0 past the end. value: the value in force ("-": unset). */
+typedef struct {
+  const char* name;
+  const char* type; /* "int" or "string" */
+  char def[32], value[256], range[64];
+  int fromEnv;
+  const char* doc;
+} collParamRowInfo;
+int collParamRow(int i, collParamRowInfo* out);
 
 #endif
