@@ -43,13 +43,17 @@ static void collObsRecordCopy(const collObsRecord* e, collObsRecord* out) {
   out->waitCh = COLL_OBS_GET(e->waitCh);
   out->waitPhase = COLL_OBS_GET(e->waitPhase);
   out->waitStep = COLL_OBS_GET(e->waitStep);
+  out->meta = COLL_OBS_GET(e->meta);
   out->fn = COLL_OBS_GET(e->fn);
   out->dtype = COLL_OBS_GET(e->dtype);
   out->op = COLL_OBS_GET(e->op);
   out->state = COLL_OBS_GET(e->state);
   out->algo = COLL_OBS_GET(e->algo);
   out->nch = COLL_OBS_GET(e->nch);
-  out->isP2p = COLL_OBS_GET(e->isP2p);
+  out->timed = COLL_OBS_GET(e->timed);
+  if (!out->timed) out->tStartNs = out->tEndNs = 0;
+  if (out->waitPeer < 0) out->tWaitNs = 0;
+  out->peer = collObsRecPeer(out);
 }
 
 /* First record index and count of the valid ones (oldest first). */

@@ -77,7 +77,7 @@ collResult_t collObsStart(collComm_t comm) {
   memset(o->peers, 0, sizeof *o->peers * (size_t)o->nranks);
   memset(o->coll, 0, sizeof o->coll);
   memset(o->fr, 0, sizeof *o->fr * o->frSize);
-  o->mbBytes = o->mbCalls = o->ops = o->collSeq = o->p2pSeq = 0;
+  o->collSeq = o->p2pSeq = 0;
   o->frNext = 0;
   o->cur = &o->fr[0];
   o->waitSinceNs = 0;
@@ -157,7 +157,6 @@ static void collObsCount(struct collObs* o, collObsRecord* e, const collOp* op, 
   }
   if (r != collSuccess) COLL_OBS_ADD(k->failed, 1);
   COLL_OBS_SET(e->state, (uint8_t)(r == collSuccess ? COLL_OBS_REC_DONE : COLL_OBS_REC_FAILED));
-  COLL_OBS_ADD(o->ops, 1);
 }
 
 /* Closes the steps of the ending operation that are still open (it failed). */
@@ -177,18 +176,11 @@ static void collObsCloseSlots(collComm_t comm, uint64_t now) {
 void collObsOpEndSlow(collComm_t comm, const collOp* op, collResult_t r) {
   struct collObs* o = comm->obs;
   collObsRecord* e = o->cur;
-  uint64_t now = o->curTimed || o->waitSinceNs || o->events ? collObsNowNs() : 0;
+  int algo = (int)(o->curBits & 0xff), timed = (o->curBits & COLL_OBS_CUR_TIMED) != 0;
+  uint64_t now = timed || o->waitSinceNs || o->events ? collObsNowNs() : 0;
   collObsCloseWait(o, now);
-  if (!o->curTimed && e->tWaitNs) { /* an untimed mailbox call that waited: timed from its wait on */
-    o->curTimed = 1;
-    COLL_OBS_SET(e->tStartNs, e->tWaitNs);
-  }
-  if (o->curTimed) COLL_OBS_SET(e->tEndNs, now);
-  collObsCount(o, e, op, o->curAlgo, now - e->tStartNs, o->curTimed, r);
-  if (o->curAlgo == COLL_OBS_ALGO_MAILBOX) {
-    COLL_OBS_ADD(o->mbBytes, (uint64_t)op->count * collTypeSize(op->dtype));
-    COLL_OBS_ADD(o->mbCalls, 1);
-  }
+  if (timed) COLL_OBS_SET(e->tEndNs, now);
+  collObsCount(o, e, op, algo, now - e->tStartNs, timed, r);
   COLL_OBS_SET(o->collSeq, o->collSeq + 1);
   if (o->events) {
     if (r != collSuccess) collObsCloseSlots(comm, now);
@@ -197,31 +189,33 @@ void collObsOpEndSlow(collComm_t comm, const collOp* op, collResult_t r) {
   }
 }
 
-void collObsP2pBegin(collComm_t comm, const collOp* ops, int n) {
+void collObsP2pBeginImpl(collComm_t comm, const collOp* ops, int n) {
   struct collObs* o = comm->obs;
   uint64_t now = collObsNowNs();
   for (int i = 0; i < n; i++) {
     collObsRecord* e = &o->fr[o->frNext & (o->frSize - 1)];
     COLL_OBS_SET(o->frNext, o->frNext + 1);
     if (i == 0) o->cur = e;
-    COLL_OBS_SET(e->state, COLL_OBS_REC_RUNNING);
+    collObsRecord w;
+    w.fn = (uint8_t)ops[i].fn;
+    w.dtype = (uint8_t)ops[i].dtype;
+    w.op = 0;
+    w.state = COLL_OBS_REC_RUNNING;
+    w.algo = COLL_OBS_ALGO_P2P;
+    w.nch = (uint8_t)comm->nchannels;
+    w.isP2p = 1;
+    w.timed = 1;
+    w.peer = ops[i].peer;
+    w.waitPeer = -1;
+    COLL_OBS_SET(e->meta, w.meta);
+    COLL_OBS_SET(e->peers, w.peers);
     COLL_OBS_SET(e->seq, o->p2pSeq);
     COLL_OBS_SET(e->count, (uint64_t)ops[i].count);
-    COLL_OBS_SET(e->fn, (uint8_t)ops[i].fn);
-    COLL_OBS_SET(e->dtype, (uint8_t)ops[i].dtype);
-    COLL_OBS_SET(e->op, 0);
-    COLL_OBS_SET(e->peer, ops[i].peer);
-    COLL_OBS_SET(e->algo, (uint8_t)COLL_OBS_ALGO_P2P);
-    COLL_OBS_SET(e->nch, (uint8_t)comm->nchannels);
     COLL_OBS_SET(e->chunk, (uint64_t)comm->chunkBytes);
-    COLL_OBS_SET(e->isP2p, 1);
-    COLL_OBS_SET(e->waitPeer, -1);
     COLL_OBS_SET(e->tStartNs, now);
-    COLL_OBS_SET(e->tWaitNs, 0);
   }
   o->curN = n;
-  o->curAlgo = COLL_OBS_ALGO_P2P;
-  o->curTimed = 1;
+  o->curBits = COLL_OBS_ALGO_P2P | COLL_OBS_CUR_TIMED;
   if (!o->events) return;
   struct collObsEvents* ev = o->ev;
   ev->opStartNs = now;
@@ -253,7 +247,7 @@ void collObsP2pBegin(collComm_t comm, const collOp* ops, int n) {
   ev->waitReported = 0;
 }
 
-void collObsP2pEnd(collComm_t comm, const collOp* ops, int n, collResult_t r) {
+void collObsP2pEndImpl(collComm_t comm, const collOp* ops, int n, collResult_t r) {
   struct collObs* o = comm->obs;
   uint64_t now = collObsNowNs();
   collObsCloseWait(o, now);
@@ -276,7 +270,7 @@ void collObsP2pEnd(collComm_t comm, const collOp* ops, int n, collResult_t r) {
 }
 
 /* ---- waits ----------------------------------------------------------------------- */
-void collObsWaiting(collComm_t comm, int waitPeer, double nowSec) {
+void collObsWaitingImpl(collComm_t comm, int waitPeer, double nowSec) {
   struct collObs* o = comm->obs;
   if (!o) return;
   uint64_t now = (uint64_t)(nowSec * 1e9);
@@ -289,6 +283,7 @@ void collObsWaiting(collComm_t comm, int waitPeer, double nowSec) {
     o->waitSinceNs = now;
   }
   o->waitPeer = waitPeer;
+  o->waitLastNs = now;
   collObsRecord* e = o->cur;
   COLL_OBS_SET(e->waitPeer, waitPeer);
   COLL_OBS_SET(e->waitCh, o->pendCh);
@@ -296,7 +291,7 @@ void collObsWaiting(collComm_t comm, int waitPeer, double nowSec) {
   COLL_OBS_SET(e->waitStep, o->pendStep);
   struct collObsEvents* ev = o->ev;
   if (o->events && ev->prof.ops && !ev->waitReported) {
-    void* h = o->curAlgo == COLL_OBS_ALGO_P2P ? (ev->p2pCap > 0 ? ev->p2pHandles[0] : NULL) : ev->opHandle;
+    void* h = (o->curBits & 0xff) == COLL_OBS_ALGO_P2P ? (ev->p2pCap > 0 ? ev->p2pHandles[0] : NULL) : ev->opHandle;
     collProfilerEventStateArgs_v1_t a;
     a.wait.peer = waitPeer;
     if (h) ev->prof.ops->recordEventState(h, collProfilerStateWaiting, &a);
@@ -304,12 +299,12 @@ void collObsWaiting(collComm_t comm, int waitPeer, double nowSec) {
   }
 }
 
-void collObsWaitEnd(collComm_t comm) {
+void collObsWaitEndImpl(collComm_t comm) {
   struct collObs* o = comm->obs;
   if (o && o->waitSinceNs) collObsCloseWait(o, collObsNowNs());
 }
 
-void collObsFailure(collComm_t comm, collResult_t r, const char* msg) {
+void collObsFailureImpl(collComm_t comm, collResult_t r, const char* msg) {
   struct collObs* o = comm->obs;
   if (!o || o->failed) return;
   o->failed = 1;
@@ -364,7 +359,7 @@ void collObsEvOp(collComm_t comm, int begin, collResult_t r) {
   d.coll.count = e->count;
   d.coll.datatype = (collDataType_t)e->dtype;
   d.coll.op = (collRedOp_t)e->op;
-  d.coll.root = e->peer;
+  d.coll.root = collObsRecPeer(e);
   d.coll.bytes = e->count * collTypeSize((collDataType_t)e->dtype);
   d.coll.algo = collObsAlgoName(e->algo);
   d.coll.nChannels = e->nch;
@@ -409,7 +404,7 @@ void collObsEvStep(collComm_t comm, int begin, int c, int i, int kind, int peer,
       memset(&d, 0, sizeof d);
       d.type = collProfileStep;
       d.rank = comm->rank;
-      d.parentObj = o->curAlgo == COLL_OBS_ALGO_P2P ? (phase >= 0 && phase < ev->p2pCap ? ev->p2pHandles[phase] : NULL)
+      d.parentObj = (o->curBits & 0xff) == COLL_OBS_ALGO_P2P ? (phase >= 0 && phase < ev->p2pCap ? ev->p2pHandles[phase] : NULL)
                                                     : ev->opHandle;
       d.step.channel = c;
       d.step.peer = peer;

@@ -42,6 +42,8 @@
 #define COLL_OBS_FNS (COLL_FN_COUNT + 1) /* collFunc, then barrier */
 #define COLL_OBS_FN_BARRIER COLL_FN_COUNT
 #define COLL_OBS_MB_SAMPLE 64  /* mailbox calls: one in this many is timed */
+#define COLL_OBS_CUR_TIMED 0x100u /* curBits: the running operation is timed */
+#define COLL_OBS_CUR_FAST 0x200u  /* curBits: mailbox, untimed, no events: counters only at its end */
 
 enum { COLL_OBS_REC_FREE = 0, COLL_OBS_REC_RUNNING = 1, COLL_OBS_REC_DONE = 2, COLL_OBS_REC_FAILED = 3 };
 
@@ -61,11 +63,22 @@ typedef struct {
   uint64_t tStartNs; /* CLOCK_MONOTONIC ns; 0: not measured */
   uint64_t tEndNs;
   uint64_t tWaitNs;  /* when the current (or last) long wait began; 0: none */
-  int32_t peer;      /* root (broadcast, reduce), peer (send, recv), else -1 */
-  int32_t waitPeer;  /* the peer its last long wait was on; -1: none */
+  union { /* written together at the start (one store) */
+    struct {
+      int32_t peer;     /* root (broadcast, reduce), peer (send, recv), else -1 */
+      int32_t waitPeer; /* the peer its last long wait was on; -1: none (then waitCh.. and tWaitNs are stale) */
+    };
+    uint64_t peers;
+  };
   int32_t waitCh, waitPhase, waitStep; /* the step that wait was on (p2p: phase = op of the batch) */
-  uint8_t fn;        /* collFunc, or COLL_OBS_FN_BARRIER */
-  uint8_t dtype, op, state, algo, nch, isP2p, pad;
+  union {
+    struct {
+      uint8_t fn;     /* collFunc, or COLL_OBS_FN_BARRIER */
+      uint8_t dtype, op, state, algo, nch, isP2p;
+      uint8_t timed;  /* tStartNs (and, once ended, tEndNs) were measured; else stale */
+    };
+    uint64_t meta;
+  };
 } collObsRecord;
 
 struct collObsEvents; /* obs.c: trace and profiler state */
@@ -73,9 +86,6 @@ struct collObsEvents; /* obs.c: trace and profiler state */
 struct collObs {
   int rank, nranks;
   collObsPeer* peers;    /* [nranks] */
-  uint64_t mbBytes;      /* mailbox: bytes each peer read from this rank (and this rank from each) */
-  uint64_t mbCalls;
-  uint64_t ops;          /* operations run */
   uint64_t collSeq, p2pSeq;
   collObsColl coll[COLL_OBS_FNS][COLL_OBS_MAX_ALGOS];
   uint64_t tInitNs;      /* when the communicator was created */
@@ -84,12 +94,14 @@ struct collObs {
   uint32_t frSize;
   uint64_t frNext;       /* records written so far */
   collObsRecord* cur;    /* the running operation's record (first of a p2p batch) */
-  int curAlgo, curTimed;
+  collObsColl* curRow;   /* its counters (set with its algorithm) */
+  uint32_t curBits;      /* its algorithm id | COLL_OBS_CUR_TIMED | COLL_OBS_CUR_FAST */
   int curN;              /* records of the running launch item (p2p batch size) */
   /* the step the engine last found pending, and the long wait now open */
   int pendCh, pendPhase, pendStep;
   int waitPeer;
   uint64_t waitSinceNs;  /* 0: no long wait open */
+  uint64_t waitLastNs;   /* the latest clock read of that wait (its end, to 64 polls) */
   int failed;            /* collObsFailure ran */
   int frDumped;
   int started;           /* collObsStart finished: init succeeded */
@@ -130,11 +142,40 @@ void collObsEvOp(collComm_t comm, int begin, collResult_t r);
 void collObsEvStep(collComm_t comm, int begin, int c, int i, int kind, int peer, size_t bytes, int phase,
                    size_t slice);
 void collObsOpEndSlow(collComm_t comm, const collOp* op, collResult_t r);
-void collObsP2pBegin(collComm_t comm, const collOp* ops, int n);
-void collObsP2pEnd(collComm_t comm, const collOp* ops, int n, collResult_t r);
-void collObsWaiting(collComm_t comm, int waitPeer, double nowSec);
-void collObsWaitEnd(collComm_t comm);
-void collObsFailure(collComm_t comm, collResult_t r, const char* msg);
+void collObsP2pBeginImpl(collComm_t comm, const collOp* ops, int n);
+void collObsP2pEndImpl(collComm_t comm, const collOp* ops, int n, collResult_t r);
+void collObsWaitingImpl(collComm_t comm, int waitPeer, double nowSec);
+void collObsWaitEndImpl(collComm_t comm);
+void collObsFailureImpl(collComm_t comm, collResult_t r, const char* msg);
+
+#ifdef COLL_NO_OBS
+#define COLL_OBS_CALL(x) ((void)0)
+#else
+#define COLL_OBS_CALL(x) x
+#endif
+/* A send/recv batch starts / ended (its records, timing, events). */
+static inline void collObsP2pBegin(collComm_t comm, const collOp* ops, int n) {
+  (void)comm; (void)ops; (void)n;
+  COLL_OBS_CALL(collObsP2pBeginImpl(comm, ops, n));
+}
+static inline void collObsP2pEnd(collComm_t comm, const collOp* ops, int n, collResult_t r) {
+  (void)comm; (void)ops; (void)n; (void)r;
+  COLL_OBS_CALL(collObsP2pEndImpl(comm, ops, n, r));
+}
+/* collIdleStep read the clock while waiting on waitPeer / progress ended a long wait. */
+static inline void collObsWaiting(collComm_t comm, int waitPeer, double nowSec) {
+  (void)comm; (void)waitPeer; (void)nowSec;
+  COLL_OBS_CALL(collObsWaitingImpl(comm, waitPeer, nowSec));
+}
+static inline void collObsWaitEnd(collComm_t comm) {
+  (void)comm;
+  COLL_OBS_CALL(collObsWaitEndImpl(comm));
+}
+/* The communicator failed (first failure): records marked, COLL_FR_FILE dump. */
+static inline void collObsFailure(collComm_t comm, collResult_t r, const char* msg) {
+  (void)comm; (void)r; (void)msg;
+  COLL_OBS_CALL(collObsFailureImpl(comm, r, msg));
+}
 
 #ifdef COLL_NO_OBS
 static inline void collObsLaunchBegin(collComm_t comm, int nops) { (void)comm; (void)nops; }
@@ -160,27 +201,31 @@ static inline void collObsLaunchEnd(collComm_t comm, collResult_t r) {
   if (__builtin_expect(comm->obs->events, 0)) collObsEvLaunch(comm, 0, 0, r);
 }
 
+/* A record's root / peer (-1 for collectives without a root). */
+static inline int collObsRecPeer(const collObsRecord* e) {
+  return e->isP2p || e->fn == COLL_FN_BROADCAST || e->fn == COLL_FN_REDUCE ? e->peer : -1;
+}
+
+/* Bytes per element of each collDataType_t (reduce.h has the function). */
+static const uint8_t collObsTypeBytes[collNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+
 /* A collective starts: its flight-recorder record. */
 static inline void collObsOpBegin(collComm_t comm, const collOp* op) {
   struct collObs* o = comm->obs;
-  collObsRecord* e = &o->fr[o->frNext & (o->frSize - 1)];
-  COLL_OBS_SET(o->frNext, o->frNext + 1);
-  COLL_OBS_SET(e->state, COLL_OBS_REC_RUNNING);
+  uint64_t k = o->frNext;
+  collObsRecord* e = &o->fr[k & (o->frSize - 1)];
+  uint64_t fn = op->sendbuff == &comm->barrierBuf[0] ? COLL_OBS_FN_BARRIER : (uint64_t)op->fn;
+  /* fn, dtype, op, state, algo, nch, isP2p, timed (little-endian byte order) */
+  uint64_t meta = fn | (uint64_t)op->dtype << 8 | (uint64_t)op->op << 16 | (uint64_t)COLL_OBS_REC_RUNNING << 24 |
+                  (uint64_t)COLL_OBS_ALGO_NONE << 32;
+  COLL_OBS_SET(o->frNext, k + 1);
+  COLL_OBS_SET(e->meta, meta);
+  COLL_OBS_SET(e->peers, (uint64_t)(uint32_t)op->root | (uint64_t)0xffffffffu << 32); /* peer = root, waitPeer -1 */
   COLL_OBS_SET(e->seq, o->collSeq);
   COLL_OBS_SET(e->count, (uint64_t)op->count);
-  COLL_OBS_SET(e->fn, (uint8_t)(op->sendbuff == &comm->barrierBuf[0] ? COLL_OBS_FN_BARRIER : op->fn));
-  COLL_OBS_SET(e->dtype, (uint8_t)op->dtype);
-  COLL_OBS_SET(e->op, (uint8_t)op->op);
-  COLL_OBS_SET(e->peer, op->fn == COLL_FN_BROADCAST || op->fn == COLL_FN_REDUCE ? op->root : -1);
-  COLL_OBS_SET(e->algo, (uint8_t)COLL_OBS_ALGO_NONE);
-  COLL_OBS_SET(e->isP2p, 0);
-  COLL_OBS_SET(e->waitPeer, -1);
-  COLL_OBS_SET(e->tStartNs, 0);
-  COLL_OBS_SET(e->tWaitNs, 0);
   o->cur = e;
   o->curN = 1;
-  o->curAlgo = COLL_OBS_ALGO_NONE;
-  o->curTimed = 0;
+  o->curBits = COLL_OBS_ALGO_NONE;
 }
 
 /* The collective's algorithm is known (mailbox or a registry row): timing
@@ -188,29 +233,33 @@ static inline void collObsOpBegin(collComm_t comm, const collOp* op) {
 static inline void collObsOpAlgo(collComm_t comm, int algo, int nch, size_t chunk) {
   struct collObs* o = comm->obs;
   collObsRecord* e = o->cur;
-  o->curAlgo = algo;
+  collObsColl* row = &o->coll[e->fn][algo];
+  o->curRow = row;
   COLL_OBS_SET(e->algo, (uint8_t)algo);
   COLL_OBS_SET(e->nch, (uint8_t)nch);
-  COLL_OBS_SET(e->chunk, (uint64_t)chunk);
-  if (algo != COLL_OBS_ALGO_MAILBOX || (o->mbCalls & (COLL_OBS_MB_SAMPLE - 1)) == 0 || o->events) {
-    o->curTimed = 1;
-    COLL_OBS_SET(e->tStartNs, collObsNowNs());
+  if (algo == COLL_OBS_ALGO_MAILBOX && (row->calls & (COLL_OBS_MB_SAMPLE - 1)) != 0 && !o->events) {
+    o->curBits = (uint32_t)algo | COLL_OBS_CUR_FAST;
+    return;
   }
+  o->curBits = (uint32_t)algo | COLL_OBS_CUR_TIMED;
+  COLL_OBS_SET(e->chunk, (uint64_t)chunk);
+  COLL_OBS_SET(e->tStartNs, collObsNowNs());
+  COLL_OBS_SET(e->timed, 1);
   if (__builtin_expect(o->events, 0)) collObsEvOp(comm, 1, collSuccess);
 }
 
 /* The collective ended (r: its result): counters, record, events. */
 static inline void collObsOpEnd(collComm_t comm, const collOp* op, collResult_t r) {
   struct collObs* o = comm->obs;
-  if (o->curAlgo == COLL_OBS_ALGO_MAILBOX && !o->curTimed && r == collSuccess && !o->waitSinceNs) {
-    /* the mailbox fast path: counters only */
-    collObsColl* k = &o->coll[o->cur->fn][COLL_OBS_ALGO_MAILBOX];
-    uint64_t bytes = (uint64_t)op->count * collTypeSize(op->dtype);
-    COLL_OBS_ADD(k->calls, 1);
-    COLL_OBS_ADD(k->bytes, bytes);
-    COLL_OBS_ADD(o->mbBytes, bytes);
-    COLL_OBS_ADD(o->mbCalls, 1);
-    COLL_OBS_ADD(o->ops, 1);
+  if ((o->curBits & COLL_OBS_CUR_FAST) && r == collSuccess) {
+    /* the mailbox fast path: counters only; a long wait ends at its last clock read */
+    if (o->waitSinceNs) {
+      COLL_OBS_ADD(o->peers[o->waitPeer].waitNs, o->waitLastNs - o->waitSinceNs);
+      o->waitSinceNs = 0;
+    }
+    collObsColl* k = o->curRow;
+    COLL_OBS_SET(k->calls, k->calls + 1);
+    COLL_OBS_SET(k->bytes, k->bytes + (uint64_t)op->count * collObsTypeBytes[op->dtype]);
     COLL_OBS_SET(o->collSeq, o->collSeq + 1);
     COLL_OBS_SET(o->cur->state, COLL_OBS_REC_DONE);
     return;

@@ -37,11 +37,24 @@ static const char* collObsPeerLink(collComm_t comm, int p) {
   return net && net->name ? net->name : "?";
 }
 
+/* Mailbox bytes: each call's count x type size, to and from every peer. */
+static uint64_t collObsMbBytes(const struct collObs* o) {
+  uint64_t b = 0;
+  for (int fn = 0; fn < COLL_OBS_FNS; fn++) b += COLL_OBS_GET(o->coll[fn][COLL_OBS_ALGO_MAILBOX].bytes);
+  return b;
+}
+
+static uint64_t collObsMbCalls(const struct collObs* o) {
+  uint64_t c = 0;
+  for (int fn = 0; fn < COLL_OBS_FNS; fn++) c += COLL_OBS_GET(o->coll[fn][COLL_OBS_ALGO_MAILBOX].calls);
+  return c;
+}
+
 static void collObsPeerFill(collComm_t comm, int p, collPeerStats_t* out) {
   const struct collObs* o = comm->obs;
   const collObsPeer* q = &o->peers[p];
   memset(out, 0, sizeof *out);
-  uint64_t mb = p == comm->rank ? 0 : COLL_OBS_GET(o->mbBytes), mc = p == comm->rank ? 0 : COLL_OBS_GET(o->mbCalls);
+  uint64_t mb = p == comm->rank ? 0 : collObsMbBytes(o), mc = p == comm->rank ? 0 : collObsMbCalls(o);
   out->bytesSent = COLL_OBS_GET(q->bytesSent) + mb;
   out->bytesRecv = COLL_OBS_GET(q->bytesRecv) + mb;
   out->msgsSent = COLL_OBS_GET(q->msgsSent) + mc;
@@ -87,8 +100,7 @@ static void collObsTotals(collComm_t comm, collStats_t* s) {
   memset(s, 0, sizeof *s);
   s->rank = comm->rank;
   s->nranks = comm->nranks;
-  s->ops = COLL_OBS_GET(o->ops);
-  uint64_t mb = COLL_OBS_GET(o->mbBytes), mc = COLL_OBS_GET(o->mbCalls);
+  uint64_t mb = collObsMbBytes(o), mc = collObsMbCalls(o);
   for (int p = 0; p < comm->nranks; p++) {
     if (p == comm->rank) continue;
     collPeerStats_t ps;
@@ -103,6 +115,7 @@ static void collObsTotals(collComm_t comm, collStats_t* s) {
   }
   for (int fn = 0; fn < COLL_OBS_FNS; fn++)
     for (int a = 0; a < COLL_OBS_MAX_ALGOS; a++) {
+      s->ops += COLL_OBS_GET(o->coll[fn][a].calls);
       s->failedOps += COLL_OBS_GET(o->coll[fn][a].failed);
       s->callNs += collObsCallNs(o, fn, a);
     }

@@ -203,7 +203,7 @@ void collObsTraceWrite(collComm_t comm, struct collObsTrace* t, FILE* f) {
               "\"nchannels\":%d,\"chunkBytes\":%llu",
               (unsigned long long)e->seq, collObsAlgoName(e->algo), (unsigned long long)e->count,
               (unsigned long long)(e->count * collTypeSize((collDataType_t)e->dtype)),
-              collTypeName((collDataType_t)e->dtype), collOpName((collRedOp_t)e->op), e->peer, e->nch,
+              collTypeName((collDataType_t)e->dtype), collOpName((collRedOp_t)e->op), collObsRecPeer(e), e->nch,
               (unsigned long long)e->chunk);
     }
     fprintf(f, ",\"state\":\"%s\"}}", collObsStateName(e->state));
