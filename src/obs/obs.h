@@ -177,6 +177,14 @@ static inline void collObsFailure(collComm_t comm, collResult_t r, const char* m
   COLL_OBS_CALL(collObsFailureImpl(comm, r, msg));
 }
 
+/* A record's root / peer (-1 for collectives without a root). */
+static inline int collObsRecPeer(const collObsRecord* e) {
+  return e->isP2p || e->fn == COLL_FN_BROADCAST || e->fn == COLL_FN_REDUCE ? e->peer : -1;
+}
+
+/* Bytes per element of each collDataType_t (reduce.h has the function). */
+static const uint8_t collObsTypeBytes[collNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+
 #ifdef COLL_NO_OBS
 static inline void collObsLaunchBegin(collComm_t comm, int nops) { (void)comm; (void)nops; }
 static inline void collObsLaunchEnd(collComm_t comm, collResult_t r) { (void)comm; (void)r; }
@@ -200,14 +208,6 @@ static inline void collObsLaunchBegin(collComm_t comm, int nops) {
 static inline void collObsLaunchEnd(collComm_t comm, collResult_t r) {
   if (__builtin_expect(comm->obs->events, 0)) collObsEvLaunch(comm, 0, 0, r);
 }
-
-/* A record's root / peer (-1 for collectives without a root). */
-static inline int collObsRecPeer(const collObsRecord* e) {
-  return e->isP2p || e->fn == COLL_FN_BROADCAST || e->fn == COLL_FN_REDUCE ? e->peer : -1;
-}
-
-/* Bytes per element of each collDataType_t (reduce.h has the function). */
-static const uint8_t collObsTypeBytes[collNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
 
 /* A collective starts: its flight-recorder record. */
 static inline void collObsOpBegin(collComm_t comm, const collOp* op) {
