@@ -77,6 +77,7 @@ struct collComm {
   struct collTopo* topo; /* hwloc summaries of every rank, link classes (src/topo) */
   struct collTunerState* tuner; /* cost model inputs, plugin, decision cache (src/tuner) */
   struct collMailbox* mailbox;  /* one-shot small collectives inside a node (engine/mailbox.h); NULL: none */
+  struct collObs* obs;          /* counters, flight recorder, trace, profiler (src/obs/obs.h) */
   int nchannels;    /* default channel count (point-to-point striping) */
   int maxChannels;  /* channels the tuner may use; conns/channels size */
   collConn* conns; /* [maxChannels * nranks] */
@@ -147,6 +148,9 @@ collResult_t collCommCheck(collComm_t comm, const char* fn);
  * collCommAbort on another thread waits for this call to leave). */
 collResult_t collCommEnter(collComm_t comm, const char* fn);
 void collCommLeave(collComm_t comm);
+/* collCommEnter without the failure check: for reading the state of a
+ * communicator that failed (counters, flight recorder). */
+collResult_t collCommEnterAny(collComm_t comm, const char* fn);
 /* collCommEnter for calls that issue operations (collectives, send/recv,
  * groups): also refuses a second thread while one is inside such a call
  * (collInvalidUsage naming both calls). collCommLeaveIssue undoes both. */
@@ -164,6 +168,10 @@ void collStreamUnregister(collStream_t s);
 static inline const collNet_v2_t* collPeerNet(const struct collComm* comm, int peer) {
   return comm->nets[comm->peerKind[peer]];
 }
+/* Calls fn(comm, arg) for every live communicator of this process, with
+ * the registry lock held (no communicator is freed meanwhile; fn must not
+ * call into the registry). For flight-recorder dumps on a signal. */
+void collCommForEach(void (*fn)(collComm_t comm, void* arg), void* arg);
 /* Host name of a rank, for messages. */
 const char* collCommPeerHost(collComm_t comm, int rank);
 

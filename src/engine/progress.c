@@ -11,6 +11,7 @@
 
 #include "misc/log.h"
 #include "misc/socket.h"
+#include "obs/obs.h"
 
 void collIdleInit(collComm_t comm, collIdle* w) {
   w->idle = 0;
@@ -79,6 +80,7 @@ collResult_t collEngineFail(collComm_t comm, collResult_t r) {
     collEngineBlame(comm, msg, sizeof msg);
   if (strlen(msg) != len0) collSetError(r, "%s", msg);
   collCommSetAsyncError(comm, r, msg);
+  collObsFailure(comm, r, msg);
   return r;
 }
 
@@ -97,6 +99,7 @@ collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const ch
                         msg[0] ? msg : "collCommAbort");
   }
   if (progressed) {
+    if (w->idleSince != 0) collObsWaitEnd(comm);
     w->idle = 0;
     w->idleSince = 0;
     w->sleeping = w->spinSec <= 0;
@@ -111,6 +114,7 @@ collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const ch
     double now = collTimeNow();
     if (w->idleSince == 0) w->idleSince = now;
     else if (now - w->idleSince > w->spinSec) w->sleeping = 1;
+    collObsWaiting(comm, waitPeer, now);
     if (w->deadline > 0 && now > w->deadline) {
       collSetError(collTimeout, "rank %d: %s timed out after %g s (%s) waiting on rank %d (%s)", comm->rank, what,
                    comm->runTimeoutSec, collTimeoutSource(comm), waitPeer,
