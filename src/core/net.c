@@ -8,12 +8,19 @@
 
 #include "misc/log.h"
 #include "misc/param.h"
+#if COLL_HAVE_IB
+#include "transports/ib/ib.h"
+#endif
 #include "transports/loopback/loopback.h"
 #include "transports/shm/shm.h"
 #include "transports/tcp/tcp.h"
 
 /* Inter-node transports by COLL_NET / config.netName; the first is the default. */
-static const collNet_v2_t* const collInterNets[] = {&collNetTcp, &collNetLoopback};
+static const collNet_v2_t* const collInterNets[] = {&collNetTcp, &collNetLoopback,
+#if COLL_HAVE_IB
+                                                    &collNetIb,
+#endif
+};
 #define COLL_NINTER ((int)(sizeof collInterNets / sizeof collInterNets[0]))
 static pthread_mutex_t collNetLock = PTHREAD_MUTEX_INITIALIZER;
 static int collInterReady[COLL_NINTER];
@@ -48,7 +55,7 @@ collResult_t collNetGetInter(const char* name, const collNet_v2_t** out) {
     while (i < COLL_NINTER && strcmp(collInterNets[i]->name, name) != 0) i++;
     if (i == COLL_NINTER)
       return collSetError(collInvalidArgument,
-                          "net \"%s\" is not available (COLL_NET / config.netName); have: tcp, loopback", name);
+                          "net \"%s\" is not available (COLL_NET / config.netName); have: tcp, loopback%s", name, COLL_HAVE_IB ? ", ib" : "");
   }
   collResult_t r = collSuccess;
   pthread_mutex_lock(&collNetLock);

@@ -18,6 +18,13 @@ typedef enum {
   COLL_PARAM_PROGRESS_CPU,   /* COLL_PROGRESS_CPU, pin the progress thread to this CPU */
   COLL_PARAM_TUNE_CALIBRATE, /* COLL_TUNE_CALIBRATE: measure links at init for the tuner */
   COLL_PARAM_MAILBOX_BYTES,  /* COLL_MAILBOX_BYTES: one-shot shared-memory calls up to this many bytes per rank */
+  COLL_PARAM_IB_GID_INDEX,   /* COLL_IB_GID_INDEX: RoCE GID index, -1 = auto */
+  COLL_PARAM_IB_TC,          /* COLL_IB_TC: traffic class of RoCE packets */
+  COLL_PARAM_IB_SL,          /* COLL_IB_SL: service level */
+  COLL_PARAM_IB_TIMEOUT,     /* COLL_IB_TIMEOUT: QP ack timeout exponent (4.096 us * 2^t) */
+  COLL_PARAM_IB_RETRY_CNT,   /* COLL_IB_RETRY_CNT: QP retry count */
+  COLL_PARAM_IB_QPS_PER_CONN, /* COLL_IB_QPS_PER_CONNECTION: QPs per connection, used round-robin */
+  COLL_PARAM_IB_REG_CACHE,   /* COLL_IB_REG_CACHE: registrations kept for reuse (0: register per message) */
   COLL_PARAM_COUNT_INT
 } collIntParam;
 
@@ -34,6 +41,9 @@ typedef enum {
   COLL_SPARAM_TOPO_FILE,     /* COLL_TOPO_FILE, hwloc XML to use instead of discovery */
   COLL_SPARAM_TOPO_DUMP_FILE, /* COLL_TOPO_DUMP_FILE, write the topology (XML + .summary) */
   COLL_SPARAM_TUNER_PLUGIN,  /* COLL_TUNER_PLUGIN: path of a tuner plugin .so */
+  COLL_SPARAM_IB_HCA,        /* COLL_IB_HCA: HCAs/ports to use (NCCL_IB_HCA syntax) */
+  COLL_SPARAM_IB_LIB,        /* COLL_IB_LIB: libibverbs to dlopen */
+  COLL_SPARAM_NET_PLUGIN,    /* COLL_NET_PLUGIN: path of a transport plugin .so */
   COLL_SPARAM_COUNT
 } collStrParam;
 
