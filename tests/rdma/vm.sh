@@ -116,7 +116,7 @@ mkcmd() { # DIR NODE
 
 boot() { # DIR EXTRA...
   local d=$1; shift
-  qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 1 -m "${COLL_VM_MEM:-1024}" \
+  qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 1 -m "${COLL_VM_MEM:-2048}" \
     -nodefaults -display none -no-reboot -serial "file:$d/console.log" -monitor none \
     -kernel "$W/vmlinux" -initrd "$W/initrd.gz" \
     -append "console=ttyS0 panic=-1 quiet moddir=$W/root/lib/modules" \

@@ -152,6 +152,36 @@ static void test_oversize(void** st) {
   stop();
 }
 
+/* Eager messages that arrived before their receive was posted, while the
+ * receiver polled for an earlier one, complete when posted. */
+static void test_eager_before_post(void** st) {
+  (void)st;
+  start1();
+  netPair_t q;
+  netMakePair(net, &q);
+  for (int k = 0; k < 3; k++) {
+    void* s = NULL;
+    char m[2] = {(char)('a' + k), 0};
+    assert_int_equal(net->isend(q.send, m, 2, (uint64_t)k, NULL, &s), collSuccess);
+    assert_int_equal(netWaitReq(net, s, NULL), collSuccess);
+  }
+  for (int k = 0; k < 3; k++) {
+    char b[8] = {0};
+    void* r = NULL;
+    assert_int_equal(net->irecv(q.recv, b, sizeof b, 0, NULL, &r), collSuccess);
+    int done = 0;
+    size_t got = 0;
+    uint64_t tag = 99;
+    for (int i = 0; i < 1000 && !done; i++) assert_int_equal(net->test(r, &done, &got, &tag), collSuccess);
+    assert_int_equal(done, 1);
+    assert_int_equal(got, 2);
+    assert_int_equal(tag, k);
+    assert_int_equal(b[0], 'a' + k);
+  }
+  netClosePair(net, &q);
+  stop();
+}
+
 static void test_peer_close_send(void** st) {
   (void)st;
   start1();
@@ -719,6 +749,7 @@ int main(void) {
       cmocka_unit_test(test_drives_earlier),
       cmocka_unit_test(test_tags),
       cmocka_unit_test(test_oversize),
+      cmocka_unit_test(test_eager_before_post),
       cmocka_unit_test(test_peer_close_send),
       cmocka_unit_test(test_peer_close_recv),
       cmocka_unit_test(test_request_pool),

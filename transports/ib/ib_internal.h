@@ -54,6 +54,7 @@
 #define IB_RQ_DEPTH (2 * IB_DEPTH)  /* receive WRs per QP (immediates) */
 #define IB_HANDSHAKE_S 10.0 /* an incoming connection must send its info within this */
 #define IB_CHECK_S 0.02     /* how often a waiting comm looks at its side channel */
+#define IB_GONE_GRACE_S 1.0 /* after the peer closed, how long posted writes may still complete */
 
 /* ---- wire formats --------------------------------------------------------- */
 
@@ -266,6 +267,7 @@ typedef struct collIbComm {
   char failMsg[400];
   double nextCheck;
   double nextService;
+  double goneAt; /* when the side channel reported the peer's close (0: not yet) */
   char peerAddr[80];  /* the peer's side-channel address */
   char peerDesc[160]; /* "host (addr)" of the peer */
   struct collIbComm* next;
