@@ -42,7 +42,7 @@ static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     [COLL_PARAM_IB_TIMEOUT] = {"COLL_IB_TIMEOUT", 20, 1, "ib: ack timeout of the queue pairs, 4.096 us * 2^value (20: 4.3 s; at most 31)"},
     [COLL_PARAM_IB_RETRY_CNT] = {"COLL_IB_RETRY_CNT", 7, 0, "ib: retransmissions before a send fails with 'transport retry counter exceeded' (at most 7)"},
     [COLL_PARAM_IB_QPS_PER_CONN] = {"COLL_IB_QPS_PER_CONNECTION", 1, 1, "ib: queue pairs per connection; messages use them round-robin (at most 16)"},
-    [COLL_PARAM_IB_REG_CACHE] = {"COLL_IB_REG_CACHE", 1024, 0, "ib: memory registrations of user buffers kept for reuse (LRU); 0: register each message's buffer and release it when the message completes"},
+    [COLL_PARAM_IB_REG_CACHE] = {"COLL_IB_REG_CACHE", 0, 0, "ib: memory registrations of user buffers kept for reuse (LRU); 0: register each message's buffer and release it when the message completes. Only safe when the application never frees and reallocates communication buffers (a registration pins the old pages: data would go to them)"},
 };
 
 static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {

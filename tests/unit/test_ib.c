@@ -6,6 +6,11 @@
  * registration cache, the wake-up fd, connection setup without accept, and
  * garbage on the listen socket. Every test ends with every QP, CQ and MR
  * released and no misuse of the verbs API seen by the fake.
+ *
+ * With COLL_TEST_IB_REAL=1 the same tests run on the machine's real device
+ * instead (one port, named by COLL_TEST_IB_DEV, default rxe0: what
+ * tests/rdma/guest_suite.sh does inside a Soft-RoCE guest); those that need
+ * the fake's fault injection or bookkeeping are skipped.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +23,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -29,6 +35,11 @@
 #include "transports/ib/ib_internal.h"
 
 static const collNet_v2_t* net = &collNetIb;
+static int real; /* COLL_TEST_IB_REAL=1: the machine's device, no fake */
+#define FAKE_ONLY() \
+  do {              \
+    if (real) skip(); \
+  } while (0)
 
 static ibFakeDevSpec rxeLike(const char* name, int host, enum ibv_mtu mtu) {
   ibFakeDevSpec d;
@@ -43,7 +54,7 @@ static ibFakeDevSpec rxeLike(const char* name, int host, enum ibv_mtu mtu) {
 
 /* Installs devs, loads the config, lets tweak() change it, starts. */
 static collResult_t startWith(const ibFakeDevSpec* devs, int n, void (*tweak)(collIbConfig*)) {
-  ibFakeInstall(devs, n);
+  if (!real) ibFakeInstall(devs, n);
   collIbConfigLoad(&collIbCfg);
   if (tweak) tweak(&collIbCfg);
   return collIbStart();
@@ -56,6 +67,7 @@ static void start1(void) {
  * and no misuse. */
 static void stop(void) {
   assert_int_equal(net->fini(), collSuccess);
+  if (real) return;
   ibFakeStats st;
   ibFakeGetStats(&st);
   assert_string_equal(st.violation, "");
@@ -88,11 +100,15 @@ static void test_table(void** st) {
   (void)st;
   start1();
   collNetProperties_t p;
-  netCheckTable(net, "ib", "fake0", &p);
-  assert_true(p.speedGbps == 2.5);
+  const char* dev = getenv("COLL_TEST_IB_DEV");
+  netCheckTable(net, "ib", real ? (dev ? dev : "rxe0") : "fake0", &p);
   assert_int_equal(p.port, 1);
-  assert_true(p.guid == 0x0200000000000001ull);
-  assert_string_equal(p.pciPath, "");
+  assert_true(p.speedGbps > 0);
+  if (!real) {
+    assert_true(p.speedGbps == 2.5);
+    assert_true(p.guid == 0x0200000000000001ull);
+    assert_string_equal(p.pciPath, "");
+  }
   stop();
 }
 
@@ -268,6 +284,7 @@ static void checkQp(collIbComm* me, collIbComm* peer, int i, enum ibv_mtu mtu, c
  * from dev 1; the path MTU is the smaller. */
 static void test_qp_states_roce(void** st) {
   (void)st;
+  FAKE_ONLY();
   ibFakeDevSpec d[2] = {rxeLike("fake0", 1, IBV_MTU_4096), rxeLike("fake1", 2, IBV_MTU_1024)};
   assert_int_equal(startWith(d, 2, tweakQp), collSuccess);
   netPair_t q;
@@ -291,6 +308,7 @@ static void test_qp_states_roce(void** st) {
 
 static void test_qp_states_ib(void** st) {
   (void)st;
+  FAKE_ONLY();
   ibFakeDevSpec d[2];
   memset(d, 0, sizeof d);
   d[0].name = "mlx5_0";
@@ -323,6 +341,7 @@ static void test_qp_states_ib(void** st) {
 /* A RoCE port and an InfiniBand port cannot talk: the handshake says so. */
 static void test_link_layer_mismatch(void** st) {
   (void)st;
+  FAKE_ONLY();
   ibFakeDevSpec d[2] = {rxeLike("fake0", 1, IBV_MTU_1024), rxeLike("fake1", 2, IBV_MTU_1024)};
   d[1].ports[0] = ibFakeIbPort(3, IBV_MTU_1024);
   assert_int_equal(startWith(d, 2, NULL), collSuccess);
@@ -366,7 +385,7 @@ static void test_qps_round_robin(void** st) {
   }
   assert_int_equal(ibc(q.send)->nqps, 3);
   assert_int_equal(ibc(q.recv)->nqps, 3);
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 3 && !real; i++) {
     ibFakeQpInfo s, r;
     assert_int_equal(ibFakeGetQp(ibc(q.send)->qp[i]->qp_num, &s), 0);
     assert_int_equal(ibFakeGetQp(ibc(q.recv)->qp[i]->qp_num, &r), 0);
@@ -383,10 +402,10 @@ static void test_qps_round_robin(void** st) {
 
 static void test_split(void** st) {
   (void)st;
-  start1(); /* the fake port's max_msg_sz is 64 KiB */
+  start1(); /* the fake port's max_msg_sz is 64 KiB, rxe's 8 MiB */
   netPair_t q;
   netMakePair(net, &q);
-  const size_t n = (1u << 20) + 3;
+  const size_t n = real ? (9u << 20) + 3 : (1u << 20) + 3;
   uint8_t* out = malloc(n);
   uint8_t* in = malloc(n + 8);
   netFill(out, n, 9);
@@ -396,6 +415,14 @@ static void test_split(void** st) {
   assert_int_equal(got, n);
   assert_true(netCheck(in, n, 9));
   for (int g = 0; g < 8; g++) assert_int_equal(in[n + (size_t)g], 0xEE);
+  if (real) {
+    assert_true(ibc(q.send)->dev->maxMsg < n); /* it was split */
+    free(out);
+    free(in);
+    netClosePair(net, &q);
+    stop();
+    return;
+  }
   ibFakeStats s;
   ibFakeGetStats(&s);
   assert_int_equal(s.maxWrite, 65536);
@@ -413,6 +440,7 @@ static void test_split(void** st) {
 
 static void test_error_completion(void** st) {
   (void)st;
+  FAKE_ONLY();
   start1();
   netPair_t q;
   netMakePair(net, &q);
@@ -447,6 +475,7 @@ static void tweakGid5(collIbConfig* c) { c->gidIndex = 5; }
  * write never arrives; the automatic choice (IPv4) works. */
 static void test_gid_choice_routes(void** st) {
   (void)st;
+  FAKE_ONLY();
   ibFakeDevSpec d = rxeLike("fake0", 1, IBV_MTU_1024);
   d.ports[0].gids[0].unroutable = 1;
   assert_int_equal(startWith(&d, 1, tweakGid0), collSuccess);
@@ -479,6 +508,7 @@ static void tweakHca(collIbConfig* c) { c->hca = hcaSpec; }
 
 static void test_hca_selection(void** st) {
   (void)st;
+  FAKE_ONLY();
   ibFakeDevSpec d[3] = {rxeLike("fake0", 1, IBV_MTU_1024), rxeLike("fake1", 2, IBV_MTU_1024),
                         rxeLike("fake10", 3, IBV_MTU_1024)};
   d[1].ports[0].state = IBV_PORT_DOWN; /* not ACTIVE: never used */
@@ -519,6 +549,7 @@ static void test_hca_selection(void** st) {
 
 static void test_async_events(void** st) {
   (void)st;
+  FAKE_ONLY();
   start1();
   netPair_t q, q2;
   netMakePair(net, &q);
@@ -560,13 +591,16 @@ static void bigRounds(netPair_t* q, uint8_t* out, uint8_t* in, size_t n, int rou
 }
 
 static void tweakNoCache(collIbConfig* c) { c->regCache = 0; }
+static void tweakCache(collIbConfig* c) { c->regCache = 16; }
 
 static void test_registration(void** st) {
   (void)st;
+  FAKE_ONLY();
   const size_t n = 300000;
   uint8_t* out = malloc(n);
   uint8_t* in = malloc(n);
-  start1();
+  ibFakeDevSpec d = rxeLike("fake0", 1, IBV_MTU_1024);
+  assert_int_equal(startWith(&d, 1, tweakCache), collSuccess);
   netPair_t q;
   netMakePair(net, &q);
   ibFakeStats s0, s1;
@@ -578,8 +612,8 @@ static void test_registration(void** st) {
   netClosePair(net, &q);
   stop(); /* the cache is released with the device: no MR left */
 
-  ibFakeDevSpec d = rxeLike("fake0", 1, IBV_MTU_1024);
-  assert_int_equal(startWith(&d, 1, tweakNoCache), collSuccess);
+  start1(); /* the default: no cache */
+  assert_int_equal(collIbCfg.regCache, 0);
   netMakePair(net, &q);
   ibFakeGetStats(&s0);
   bigRounds(&q, out, in, n, 4);
@@ -590,6 +624,35 @@ static void test_registration(void** st) {
   stop();
   free(out);
   free(in);
+}
+
+/* Buffers unmapped and mapped again at the same address between messages
+ * (what test_collectives does per case) get their data: registrations are
+ * per message by default. On Soft-RoCE with COLL_IB_REG_CACHE=1024 this
+ * failed (the cached registration kept the old pages). */
+static void test_remap(void** st) {
+  (void)st;
+  start1();
+  (void)tweakNoCache;
+  netPair_t q;
+  netMakePair(net, &q);
+  const size_t n = 1u << 20;
+  uint8_t* want = NULL;
+  for (int k = 0; k < 4; k++) {
+    uint8_t* out = mmap(want, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    uint8_t* in = mmap(want ? want + n : NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    assert_true(out != MAP_FAILED && in != MAP_FAILED);
+    if (!want) want = out;
+    netFill(out, n, (unsigned)k + 40);
+    size_t got = 0;
+    assert_int_equal(xfer(&q, out, n, in, n, &got), collSuccess);
+    assert_int_equal(got, n);
+    assert_true(netCheck(in, n, (unsigned)k + 40));
+    munmap(out, n);
+    munmap(in, n);
+  }
+  netClosePair(net, &q);
+  stop();
 }
 
 /* ---- waiting -------------------------------------------------------------- */
@@ -710,6 +773,7 @@ static void test_connect_before_accept(void** st) {
  * behind them is accepted. */
 static void test_garbage_on_listen(void** st) {
   (void)st;
+  FAKE_ONLY();
   start1();
   char handle[COLL_NET_HANDLE_BYTES];
   void* l;
@@ -742,6 +806,7 @@ static void test_garbage_on_listen(void** st) {
 
 int main(void) {
   setenv("COLL_SOCKET_IFNAME", "lo", 0);
+  real = getenv("COLL_TEST_IB_REAL") && atoi(getenv("COLL_TEST_IB_REAL")) == 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_table),
       cmocka_unit_test(test_stubs),
@@ -763,6 +828,7 @@ int main(void) {
       cmocka_unit_test(test_hca_selection),
       cmocka_unit_test(test_async_events),
       cmocka_unit_test(test_registration),
+      cmocka_unit_test(test_remap),
       cmocka_unit_test(test_poll_wakeup),
       cmocka_unit_test(test_connect_before_accept),
       cmocka_unit_test(test_garbage_on_listen),

@@ -14,10 +14,13 @@
  * keeps the pages mapped (small malloc), the addresses still map to them and
  * a later buffer there works. If it unmapped them (large malloc, munmap) and
  * a new allocation reuses the addresses, a cached entry would send from /
- * receive into the old pages: with the ib transport set COLL_IB_REG_CACHE=0
- * when an application frees and reallocates communication buffers of more
- * than a few hundred KiB, or keep its buffers (as frameworks' caching
- * allocators do).
+ * receive into the old pages, silently (test_collectives does exactly this:
+ * each case mmaps fresh buffers; on Soft-RoCE with the cache on, its
+ * reduce-scatter of 4 MiB read garbage). Releasing pages back to the kernel
+ * (MADV_DONTNEED, heap trimming) has the same effect. So the ib transport
+ * caches only when COLL_IB_REG_CACHE > 0 asks for it (applications that keep
+ * their buffers, as frameworks' caching allocators do); by default each
+ * message registers its buffer and releases it when it completes.
  *
  * Thread-safe (one mutex).
  */
