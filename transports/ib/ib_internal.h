@@ -87,6 +87,7 @@ typedef struct {
   uint32_t qpn[IB_MAX_QPS];
   char host[64];
 } collIbInfo;
+_Static_assert(sizeof(collIbInfo) == 184, "connection info layout (wire format) changed");
 
 /* Checks received bytes as a peer's info: returns 0 and fills *out, or -1
  * with the reason in why. Pure (fuzzed by tests/fuzz/fuzz_ib_handshake.c). */
