@@ -49,17 +49,25 @@ std::shared_ptr<gloo::Algorithm> make(const std::shared_ptr<gloo::Context>& ctx,
   return std::make_shared<gloo::AllreduceRing<float>>(ctx, v, n);
 }
 
-template <typename T>
-T allMax(const std::shared_ptr<gloo::Context>& ctx, T v) {
-  gloo::AllreduceRing<T> a(ctx, std::vector<T*>{&v}, 1, gloo::ReductionFunction<T>::max);
-  a.run();
-  return v;
+/* Max / sum over ranks of one value. The algorithm objects live for the
+ * whole run: Gloo's ibverbs buffers abort when destructed with a send
+ * completion not yet seen (buffer.cc "Destructing buffer expecting
+ * completions"), so nothing of Gloo is ever destroyed (ranks end in _exit). */
+double allMax(const std::shared_ptr<gloo::Context>& ctx, double v) {
+  static double buf;
+  static auto* a = new gloo::AllreduceRing<double>(ctx, std::vector<double*>{&buf}, 1,
+                                                  gloo::ReductionFunction<double>::max);
+  buf = v;
+  a->run();
+  return buf;
 }
-template <typename T>
-T allSum(const std::shared_ptr<gloo::Context>& ctx, T v) {
-  gloo::AllreduceRing<T> a(ctx, std::vector<T*>{&v}, 1, gloo::ReductionFunction<T>::sum);
-  a.run();
-  return v;
+int64_t allSum(const std::shared_ptr<gloo::Context>& ctx, int64_t v) {
+  static int64_t buf;
+  static auto* a = new gloo::AllreduceRing<int64_t>(ctx, std::vector<int64_t*>{&buf}, 1,
+                                                   gloo::ReductionFunction<int64_t>::sum);
+  buf = v;
+  a->run();
+  return buf;
 }
 
 int runRank(Opt& k, int r, const char* dir) {
@@ -70,7 +78,7 @@ int runRank(Opt& k, int r, const char* dir) {
   auto ctx = std::make_shared<gloo::rendezvous::Context>(r, n);
   ctx->setTimeout(std::chrono::seconds(600));
   ctx->connectFullMesh(store, dev);
-  gloo::BarrierAllToAll barrier(ctx);
+  auto& barrier = *new gloo::BarrierAllToAll(ctx); /* never destroyed (see allMax) */
   float* send = (float*)peerAlloc(k.o.maxBytes);
   float* recv = (float*)peerAlloc(k.o.maxBytes + 64);
   if (!send || !recv) return 2;
@@ -85,10 +93,7 @@ int runRank(Opt& k, int r, const char* dir) {
     if (c.param == 0) continue;
     if (r == 0) peerRowStart(PEER_ALLREDUCE, c);
     auto a = make(ctx, k.algo, recv, (int)c.send);
-    /* never destroyed: Gloo's ibverbs buffers abort when destructed with a
-     * send completion not yet seen (buffer.cc "Destructing buffer expecting
-     * completions"); the rank ends with _exit */
-    static auto* keep = new std::vector<std::shared_ptr<gloo::Algorithm>>();
+    static auto* keep /* never destroyed (see allMax) */ = new std::vector<std::shared_ptr<gloo::Algorithm>>();
     keep->push_back(a);
     for (int ip = 0; ip <= 1; ip++) {
       auto run = [&]() {
@@ -99,7 +104,7 @@ int runRank(Opt& k, int r, const char* dir) {
       barrier.run();
       double t0 = peerNow();
       for (int it = 0; it < k.o.iters[i]; it++) run();
-      double sec = allMax<double>(ctx, (peerNow() - t0) / k.o.iters[i]);
+      double sec = allMax(ctx, (peerNow() - t0) / k.o.iters[i]);
       int64_t wrong = -1;
       if (k.o.check) {
         wrong = 0;
@@ -109,7 +114,7 @@ int runRank(Opt& k, int r, const char* dir) {
           peerFill(PEER_ALLREDUCE, n, r, ip ? recv : send, c.send, seed);
           barrier.run();
           run();
-          wrong = allSum<int64_t>(ctx, peerVerify(PEER_ALLREDUCE, n, r, recv, c, seed));
+          wrong = allSum(ctx, peerVerify(PEER_ALLREDUCE, n, r, recv, c, seed));
         }
       }
       errors += wrong > 0;
@@ -119,9 +124,8 @@ int runRank(Opt& k, int r, const char* dir) {
   }
   if (r == 0) printf("# Out of bounds values : %d %s\n", errors, errors ? "FAILED" : "OK");
   barrier.run();
-  free(send);
-  free(recv);
-  return errors ? 1 : 0;
+  fflush(stdout);
+  return errors ? 1 : 0; /* the caller _exits: no Gloo destructor runs */
 }
 
 }  // namespace

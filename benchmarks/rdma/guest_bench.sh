@@ -7,9 +7,9 @@ B=$BENCH_B BIN=$BENCH_BIN R=$BENCH_R
 O=$VMOUT/raw
 mkdir -p "$O"
 export COLL_SOCKET_IFNAME=lo
-LINK_SIZES="65536 1048576 4194304 8388608"
+LINK_SIZES="65536 262144 1048576 4194304"
 if [ "$BENCH_QUICK" = 1 ]; then LINK_SIZES="1048576"; AR="-b 8 -e 1M -f 32"; SR="-b 1M -e 1M -f 2"; N=3
-else AR="-b 8 -e 8M -f 8"; SR="-b 64K -e 8M -f 4"; N=5; fi
+else AR="-b 8 -e 8M -f 8"; SR="-b 64K -e 4M -f 4"; N=5; fi
 IB="COLL_NET=ib COLL_SHM_DISABLE=1 COLL_MAILBOX_BYTES=0"
 UCX="-x UCX_NET_DEVICES=rxe0:1 -x UCX_TLS=rc,self -x UCX_UD_ETH_DGID_CHECK=n"
 bw() { # FLAGS SIZE: the client's summary line

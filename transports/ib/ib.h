@@ -28,6 +28,6 @@
 extern const collNet_v2_t collNetIb;
 
 #define COLL_IB_MAX_REQUESTS 64
-#define COLL_IB_EAGER_BYTES 4096
+#define COLL_IB_EAGER_BYTES 16384
 
 #endif

@@ -200,7 +200,7 @@ static void issueSends(collIbComm* c, int* progressed) {
     int q = (int)(k % (uint64_t)c->nqps);
     int cts = c->ctsSeen[k % IB_DEPTH] == k + 1;
     if (r->state == IB_REQ_POSTED) {
-      if (r->size <= IB_EAGER && (cts || k < c->consumed + IB_DEPTH)) {
+      if (r->size <= IB_EAGER && sizeof(collIbRec) + r->size <= c->dev->maxMsg && (cts || k < c->consumed + IB_DEPTH)) {
         if (c->sqFree[q] < 1) return;
         char* st = c->ctrl + IB_DEPTH * sizeof(collIbCts) + (size_t)(k % IB_DEPTH) * IB_SLOT;
         collIbRec* h = (collIbRec*)st;

@@ -44,7 +44,7 @@
 #include "misc/socket.h"
 
 #define IB_DEPTH 64       /* requests in flight per comm = CTS FIFO entries = record slots */
-#define IB_EAGER 4096     /* payload bytes a record slot carries (eager messages) */
+#define IB_EAGER 16384    /* payload bytes a record slot carries (eager messages): 1 MiB of slots per recv comm */
 #define IB_SLOT (64 + IB_EAGER)
 #define IB_MAX_QPS 16
 #define IB_MAX_HCAS 32
