@@ -8,7 +8,9 @@
  * max over ranks of the time through an AllreduceRing<double>.
  *
  *   gloo_ib_perf -np N [-D DEV -P PORT -G GID_INDEX] [-A ring|ring_chunked|halving_doubling]
- *                -C allreduce -b MIN -e MAX -f F -n ITERS -w WARMUP -c CHECK
+ *                [-r RANK -S STORE_DIR] -C allreduce -b MIN -e MAX -f F -n ITERS -w WARMUP -c CHECK
+ * Without -r it forks the N ranks (FileStore in a fresh temp directory);
+ * with -r it is rank RANK of N only (one per machine, STORE_DIR shared).
  *
  * SPDX-License-Identifier: BSD-3-Clause
  */
@@ -37,8 +39,8 @@ namespace {
 
 struct Opt {
   peerOpts_t o;
-  std::string dev = "rxe0", algo = "ring";
-  int port = 1, gid = 1;
+  std::string dev = "rxe0", algo = "ring", store;
+  int port = 1, gid = 1, rank = -1;
 };
 
 std::shared_ptr<gloo::Algorithm> make(const std::shared_ptr<gloo::Context>& ctx, const std::string& algo, float* d,
@@ -140,9 +142,21 @@ int main(int argc, char** argv) {
     else if (i + 1 < argc && a == "-D") k.dev = argv[++i];
     else if (i + 1 < argc && a == "-P") k.port = atoi(argv[++i]);
     else if (i + 1 < argc && a == "-G") k.gid = atoi(argv[++i]);
+    else if (i + 1 < argc && a == "-r") k.rank = atoi(argv[++i]);
+    else if (i + 1 < argc && a == "-S") k.store = argv[++i];
     else args.push_back(argv[i]);
   }
   if (peerParseArgs((int)args.size(), args.data(), &k.o) || k.o.coll != PEER_ALLREDUCE) return 2;
+  if (k.rank >= 0) { /* one rank of a job spread over machines */
+    int rc = 2;
+    try {
+      rc = runRank(k, k.rank, k.store.c_str());
+    } catch (const std::exception& e) {
+      fprintf(stderr, "gloo_ib_perf: rank %d: %s\n", k.rank, e.what());
+    }
+    fflush(stdout);
+    _exit(rc);
+  }
   char dir[] = "/tmp/gloo_ib_perf.XXXXXX";
   if (!mkdtemp(dir)) return 1;
   std::vector<pid_t> pids;

@@ -1,5 +1,5 @@
 #!/bin/bash
-# benchmarks/rdma/run.sh [-B BUILD] [-o OUT] [-R ROUNDS] [--quick]
+# benchmarks/rdma/run.sh [-B BUILD] [-o OUT] [-R ROUNDS] [-2] [--quick]
 #
 # Side by side on one Soft-RoCE link (rdma_rxe on a dummy netdev, one qemu
 # TCG guest, tests/rdma/vm.sh): the link's limit (ib_write_bw), coll over
@@ -14,18 +14,19 @@
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
 SRC=$(cd "$HERE/../.." && pwd)
-B=$SRC/build OUT="" R=3 QUICK=0
+B=$SRC/build OUT="" R=3 QUICK=0 TWO=""
 while [ $# -gt 0 ]; do
   case $1 in
     -B) B=$(realpath "$2"); shift 2 ;;
     -o) OUT=$(realpath -m "$2"); shift 2 ;;
     -R) R=$2; shift 2 ;;
     --quick) QUICK=1; R=1; shift ;;
-    *) echo "usage: $0 [-B BUILD] [-o OUT] [-R ROUNDS] [--quick]" >&2; exit 2 ;;
+    -2) TWO=-2; shift ;;
+    *) echo "usage: $0 [-B BUILD] [-o OUT] [-R ROUNDS] [-2] [--quick]" >&2; exit 2 ;;
   esac
 done
 [ -x "$B/benchmarks/allreduce_perf" ] || { echo "build $B first" >&2; exit 2; }
-OUT=${OUT:-$B/rdma-bench}
+OUT=${OUT:-$B/rdma-bench${TWO:+-two}}
 case $OUT/ in /tmp/*|/var/tmp/*|/run/*) echo "$0: -o must not be under /tmp, /var/tmp or /run (the guest has its own)" >&2; exit 2 ;; esac
 mkdir -p "$OUT/bin"
 CFLAGS="-O2 -Wall"
@@ -37,7 +38,8 @@ g++ $CFLAGS -std=c++17 -I"$SRC/benchmarks/compare" -o "$OUT/bin/gloo_ib_perf" "$
 rm -rf "$OUT/raw" && mkdir -p "$OUT/raw"
 cd "$SRC"
 COLL_VM_ENV="BENCH_B BENCH_BIN BENCH_R BENCH_QUICK" BENCH_B=$B BENCH_BIN=$OUT/bin BENCH_R=$R BENCH_QUICK=$QUICK \
-  bash tests/rdma/vm.sh -t 3000 -o "$OUT/vm" "$HERE/guest_bench.sh"
+  bash tests/rdma/vm.sh $TWO -t 3000 -o "$OUT/vm" "$HERE/guest_bench.sh"
 cp "$OUT"/vm/a/raw/* "$OUT/raw/"
-python3 "$HERE/table.py" "$OUT/raw" > "$OUT/table.md"
+[ -n "$TWO" ] && cp "$OUT"/vm/b/raw/ib_write_bw.* "$OUT/raw/" # the client's side has the figures
+python3 "$HERE/table.py" "$OUT/raw" ${TWO:+--two} > "$OUT/table.md"
 cat "$OUT/table.md"

@@ -13,6 +13,9 @@ import statistics
 import sys
 
 raw = sys.argv[1]
+two = len(sys.argv) > 2 and sys.argv[2] == "--two"
+where = ("two guests joined by a virtual wire, one rank each" if two
+         else "one guest, both ranks on one rxe device")
 
 
 def rounds(name):
@@ -86,7 +89,7 @@ def fp(pair, fmt="%.1f"):
 
 uni, bi = link()
 sr, srbad, srn = collect("coll_sendrecv")
-print("### Point to point on one rxe link (2 ranks, one guest; best of %d rounds, median in parentheses)\n" % srn)
+print("### Point to point over rxe (2 ranks, %s; best of %d rounds, median in parentheses)\n" % (where, srn))
 print("MB/s = 10^6 bytes/s. `ib_write_bw -b` and coll's `sendrecv_perf` both move data both ways at once")
 print("(rank r sends to r+1 and receives from r-1); the percentage compares their totals.\n")
 print("| size | ib_write_bw | ib_write_bw -b (both ways) | coll sendrecv (both ways) | coll / ib_write_bw -b |")
@@ -101,7 +104,7 @@ if srbad:
 peers = [("coll (ib)", "coll_allreduce"), ("Open MPI 4.1 + UCX rc", "ompi_ucx_allreduce"),
          ("Gloo ibverbs ring", "gloo_ib_ring"), ("Gloo ibverbs halving-doubling", "gloo_ib_hd")]
 data = [(label,) + collect(name) for label, name in peers]
-print("\n### All-reduce, float32 sum, 2 ranks (time per call in us, out-of-place; best of the rounds, median in parentheses)\n")
+print("\n### All-reduce, float32 sum, 2 ranks, %s (time per call in us, out-of-place; best of the rounds, median in parentheses)\n" % where)
 print("| size | " + " | ".join(d[0] for d in data) + " | coll / best peer (best rounds) |")
 print("|---:|" + "---:|" * (len(data) + 1))
 sizes = sorted(set().union(*[set(d[1]) for d in data]))
@@ -115,4 +118,4 @@ for label, n in bad:
     print("\n%s: %d rows failed their check and were left out." % (label, n))
 missing = [d[0] for d in data if d[3] == 0]
 if missing:
-    print("\nNo output from: " + ", ".join(missing))
+    print("\nNot run: " + ", ".join(missing) + (" (nothing in the guests can start a remote rank)" if two else ""))

@@ -19,6 +19,8 @@ mkdir -p $N/dev/pts $N/dev/shm; mount -t devpts pts $N/dev/pts; mount -t tmpfs s
 for d in tmp run var/tmp; do mount -t tmpfs tmp $N/$d; done
 mkdir -p $N/tmp/vmout $N/lib/modules
 mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 vmout $N/tmp/vmout
+mkdir -p $N/tmp/vmshared  # two guests: one host directory both see (uncached)
+mount -t 9p -o trans=virtio,version=9p2000.L,msize=512000 vmshared $N/tmp/vmshared 2>/dev/null
 mount --bind /lower$MD $N/lib/modules; cp /bin/busybox $N/run/busybox
 cat > $N/run/stage2 <<'S2'
 hostname guest

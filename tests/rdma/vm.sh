@@ -129,15 +129,16 @@ boot() { # DIR EXTRA...
 mkdir -p "$RUN/a"
 mkcmd "$RUN/a" 0 "$@"
 if [ $TWO = 1 ]; then
-  mkdir -p "$RUN/b"
+  mkdir -p "$RUN/b" "$RUN/shared"
+  SHARED="-fsdev local,id=s,path=$RUN/shared,security_model=none,multidevs=remap -device virtio-9p-pci,fsdev=s,mount_tag=vmshared"
   mkcmd "$RUN/b" 1 "$@"
   SOCK=$RUN/wire.sock
   boot "$RUN/a" -netdev "stream,id=n0,server=on,addr.type=unix,addr.path=$SOCK" \
-    -device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:0a &
+    -device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:0a $SHARED &
   PIDS="$!"
   for _ in $(seq 50); do [ -S "$SOCK" ] && break; sleep 0.1; done
   boot "$RUN/b" -netdev "stream,id=n0,server=off,addr.type=unix,addr.path=$SOCK" \
-    -device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:0b &
+    -device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:0b $SHARED &
   PIDS="$PIDS $!"
 else
   boot "$RUN/a" &
