@@ -91,6 +91,7 @@ static fakeQp* fakeQps[MAX_QPS];
 static fakeOp* fakeOps;
 static size_t fakeOpsHead, fakeOpsN, fakeOpsCap;
 static ibFakeStats fakeSt;
+static int fakeHeld;
 static enum ibv_wc_status fakeFailStatus;
 static int fakeFailCount;
 
@@ -259,6 +260,7 @@ static int execute(const fakeOp* op) {
 /* Runs every queued op in order; ops of a QP that hit RNR wait (with the
  * ones behind them). */
 static void runQueue(void) {
+  if (fakeHeld) return;
   uint32_t blocked[64];
   int nb = 0;
   size_t n = fakeOpsN, keep = 0;
@@ -715,6 +717,7 @@ void ibFakeInstall(const ibFakeDevSpec* devs, int n) {
   memset(&fakeSt, 0, sizeof fakeSt);
   fakeOpsN = fakeOpsHead = 0;
   fakeFailCount = 0;
+  fakeHeld = 0;
   pthread_mutex_unlock(&fakeLock);
   collIbvSetOps(&fakeOpsTable);
 }
@@ -759,6 +762,12 @@ ibFakePort ibFakeIbPort(uint16_t lid, enum ibv_mtu mtu) {
   p.gids[0].raw[15] = (uint8_t)lid;
   p.gids[0].type = "IB/RoCE v1";
   return p;
+}
+
+void ibFakeHold(int hold) {
+  pthread_mutex_lock(&fakeLock);
+  fakeHeld = hold;
+  pthread_mutex_unlock(&fakeLock);
 }
 
 void ibFakeFailSends(enum ibv_wc_status status, int count) {

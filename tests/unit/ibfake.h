@@ -57,6 +57,9 @@ ibFakePort ibFakeRocePort(int host, enum ibv_mtu mtu);
 /* An InfiniBand port with LID lid (4x EDR). */
 ibFakePort ibFakeIbPort(uint16_t lid, enum ibv_mtu mtu);
 
+/* While held (1), posted work requests wait; 0 runs them (in posting order)
+ * at the next poll. */
+void ibFakeHold(int hold);
 /* The next `count` send WRs to execute fail with `status`. */
 void ibFakeFailSends(enum ibv_wc_status status, int count);
 /* Raises an async event: for QP events on qpn, for port events on port of dev. */

@@ -198,6 +198,108 @@ static void test_eager_before_post(void** st) {
   stop();
 }
 
+/* A message larger than a small posted buffer: the receiver sends no
+ * clear-to-send for small buffers, so the sender's request-to-send tells it,
+ * and it fails at once with both sizes; nothing is written. */
+static void test_small_posted_large_sent(void** st) {
+  (void)st;
+  start1();
+  netPair_t q;
+  netMakePair(net, &q);
+  uint8_t in[64 + 16];
+  memset(in, 0xEE, sizeof in);
+  const size_t n = 20000;
+  uint8_t* out = malloc(n);
+  netFill(out, n, 1);
+  void *r = NULL, *s = NULL;
+  assert_int_equal(net->irecv(q.recv, in, 64, 0, NULL, &r), collSuccess);
+  assert_int_equal(net->isend(q.send, out, n, 0, NULL, &s), collSuccess);
+  double t0 = collTimeNow();
+  collResult_t rr = collSuccess;
+  int rd = 0, sd = 0;
+  while (rr == collSuccess && !rd && collTimeNow() - t0 < 5) {
+    rr = net->test(r, &rd, NULL, NULL);
+    if (!sd) assert_int_equal(net->test(s, &sd, NULL, NULL), collSuccess);
+  }
+  assert_int_equal(rr, collRemoteError);
+  assert_true(collTimeNow() - t0 < 1.0);
+  assert_non_null(strstr(collGetLastError(NULL), "peer sent 20000 bytes, receiver posted 64"));
+  for (size_t i = 0; i < sizeof in; i++) assert_int_equal(in[i], 0xEE);
+  free(out);
+  netClosePair(net, &q); /* the send is still waiting */
+  stop();
+}
+
+/* Small receives send no clear-to-send; the receiver renews the sender's
+ * eager credit with a zero-byte write each half window: 200 messages of 8
+ * bytes, one after the other, take 6 (at 32, 64, ... 192 consumed), and all
+ * arrive. */
+static void test_small_messages_credit(void** st) {
+  (void)st;
+  start1();
+  netPair_t q;
+  netMakePair(net, &q);
+  for (int k = 0; k < 200; k++) {
+    uint64_t v = 0x1000u + (uint64_t)k, got = 0;
+    size_t n = 0;
+    assert_int_equal(xfer(&q, &v, sizeof v, &got, sizeof got, &n), collSuccess);
+    assert_int_equal(n, 8);
+    assert_true(got == v);
+  }
+  if (!real) {
+    ibFakeQpInfo qi;
+    assert_int_equal(ibFakeGetQp(ibc(q.recv)->qp[0]->qp_num, &qi), 0);
+    assert_int_equal(qi.records, 6);
+    assert_int_equal(ibFakeGetQp(ibc(q.send)->qp[0]->qp_num, &qi), 0);
+    assert_int_equal(qi.records, 200); /* one write per message */
+  }
+  netClosePair(net, &q);
+  stop();
+}
+
+/* Clear-to-send entries the sender finds stale must not starve it of eager
+ * credit: messages 1..63 go eager, each while its (large) receive writes a
+ * CTS entry that arrives after it (held in the fake, then run in order);
+ * then message 64, which needs credit, goes to a small receive (which
+ * writes no CTS): the receiver's credit write lets it through. */
+static void test_stale_cts_credit(void** st) {
+  (void)st;
+  FAKE_ONLY();
+  start1();
+  netPair_t q;
+  netMakePair(net, &q);
+  char b0[8];
+  size_t got;
+  assert_int_equal(xfer(&q, "c", 1, b0, sizeof b0, &got), collSuccess); /* message 0: connected */
+  static uint8_t msg[64][100], big[64][20000];
+  void *s[65], *r[65];
+  for (int k = 1; k <= 63; k++) { /* one by one: each CTS carries consumed = k, and arrives stale */
+    memset(msg[k - 1], k, 100);
+    ibFakeHold(1);
+    s[k] = netPostOk(net, q.send, 1, msg[k - 1], 100);
+    r[k] = netPostOk(net, q.recv, 0, big[k], sizeof big[k]);
+    ibFakeHold(0);
+    assert_int_equal(netWaitReq(net, r[k], &got), collSuccess);
+    assert_int_equal(got, 100);
+    assert_int_equal(big[k][99], k);
+    assert_int_equal(netWaitReq(net, s[k], NULL), collSuccess);
+  }
+  memset(msg[63], 64, 100);
+  s[64] = netPostOk(net, q.send, 1, msg[63], 100);
+  uint8_t small[100] = {0};
+  r[64] = netPostOk(net, q.recv, 0, small, sizeof small);
+  int sd = 0, rd = 0;
+  for (int i = 0; i < 100000 && (!sd || !rd); i++) {
+    if (!sd) assert_int_equal(net->test(s[64], &sd, NULL, NULL), collSuccess);
+    if (!rd) assert_int_equal(net->test(r[64], &rd, &got, NULL), collSuccess);
+  }
+  assert_int_equal(sd, 1);
+  assert_int_equal(rd, 1);
+  assert_int_equal(small[0], 64);
+  netClosePair(net, &q);
+  stop();
+}
+
 static void test_peer_close_send(void** st) {
   (void)st;
   start1();
@@ -815,6 +917,9 @@ int main(void) {
       cmocka_unit_test(test_tags),
       cmocka_unit_test(test_oversize),
       cmocka_unit_test(test_eager_before_post),
+      cmocka_unit_test(test_small_posted_large_sent),
+      cmocka_unit_test(test_small_messages_credit),
+      cmocka_unit_test(test_stale_cts_credit),
       cmocka_unit_test(test_peer_close_send),
       cmocka_unit_test(test_peer_close_recv),
       cmocka_unit_test(test_request_pool),

@@ -185,7 +185,7 @@ static collResult_t newComm(collIbDev* d, int isSend, int nqps, int sock, collIb
   collResult_t r = collSuccess;
   int cqe = nqps * (IB_SQ_DEPTH + IB_RQ_DEPTH) + 16;
   if (cqe > d->hca->attr.max_cqe && d->hca->attr.max_cqe > 0) cqe = d->hca->attr.max_cqe;
-  c->ctrlBytes = (size_t)IB_DEPTH * (sizeof(collIbCts) + IB_SLOT);
+  c->ctrlBytes = (size_t)IB_DEPTH * (sizeof(collIbCts) + IB_SLOT + sizeof(collIbRts));
   if (posix_memalign((void**)&c->ctrl, 4096, c->ctrlBytes) != 0) {
     c->ctrl = NULL;
     r = collSetError(collSystemError, "ib: out of memory for a connection");

@@ -29,6 +29,13 @@ static collIbCts* ctsEntry(collIbComm* c, uint64_t k) { return (collIbCts*)c->ct
 static char* slot(collIbComm* c, uint64_t k) {
   return c->ctrl + IB_DEPTH * sizeof(collIbCts) + (size_t)(k % IB_DEPTH) * IB_SLOT;
 }
+/* RTS entry k: the receiver's, or the sender's source of it */
+static collIbRts* rtsEntry(collIbComm* c, uint64_t k) {
+  return (collIbRts*)(c->ctrl + IB_DEPTH * (sizeof(collIbCts) + IB_SLOT)) + k % IB_DEPTH;
+}
+/* The message number of an immediate, from the base of its window, or
+ * IB_DEPTH and up when outside [base, base + IB_DEPTH). */
+static uint32_t immDelta(uint32_t imm, uint64_t base) { return (imm - (uint32_t)base) & IB_IMM_SEQ; }
 
 const char* collIbWcHint(enum ibv_wc_status s) {
   switch (s) {
@@ -118,7 +125,8 @@ static collResult_t regBuf(collIbComm* c, collIbReq* r, void* mhandle) {
 
 static const char* wrWhat(int kind) {
   return kind == IB_WR_DATA ? "RDMA write of message" : kind == IB_WR_REC ? "record write of message"
-       : kind == IB_WR_CTS ? "clear-to-send write for message" : "receive";
+       : kind == IB_WR_CTS ? "clear-to-send write for message" : kind == IB_WR_RTS ? "request-to-send for message"
+       : "receive";
 }
 
 static void handleWc(collIbComm* c, const struct ibv_wc* wc, int* progressed) {
@@ -152,8 +160,11 @@ static void handleWc(collIbComm* c, const struct ibv_wc* wc, int* progressed) {
     return;
   }
   uint32_t imm = ntohl(wc->imm_data);
-  if (c->isSend) { /* a clear-to-send entry arrived */
-    uint32_t d = imm - (uint32_t)c->issued;
+  if (c->isSend && (imm & IB_IMM_CREDIT)) { /* the receiver's consumed count */
+    uint64_t v = c->issued - ((((uint32_t)c->issued & IB_IMM_SEQ) - (imm & IB_IMM_SEQ)) & IB_IMM_SEQ);
+    if (v > c->consumed && v <= c->issued) c->consumed = v;
+  } else if (c->isSend) { /* a clear-to-send entry arrived */
+    uint32_t d = immDelta(imm, c->issued);
     if (d >= IB_DEPTH) return; /* for a message already sent eagerly */
     uint64_t k = c->issued + d;
     const collIbCts* e = ctsEntry(c, k);
@@ -164,8 +175,18 @@ static void handleWc(collIbComm* c, const struct ibv_wc* wc, int* progressed) {
     }
     c->ctsSeen[k % IB_DEPTH] = k + 1;
     if (e->consumed > c->consumed && e->consumed <= c->issued) c->consumed = e->consumed;
+  } else if (imm & IB_IMM_RTS) { /* a request-to-send arrived */
+    uint32_t d = immDelta(imm, c->consumed);
+    uint64_t k = c->consumed + d;
+    if (d >= IB_DEPTH || rtsEntry(c, k)->seq != (uint32_t)k) {
+      collIbFail(c, collRemoteError, "ib: protocol error: request-to-send %u from %s outside the window at %llu",
+                 imm & IB_IMM_SEQ, c->peerDesc, (unsigned long long)c->consumed);
+      return;
+    }
+    c->rtsSeen[k % IB_DEPTH] = k + 1;
+    c->newArrivals = 1;
   } else { /* a record arrived */
-    uint32_t d = imm - (uint32_t)c->consumed;
+    uint32_t d = immDelta(imm, c->consumed);
     uint64_t k = c->consumed + d;
     const collIbRec* h = (const collIbRec*)slot(c, k);
     if (d >= IB_DEPTH || h->seq != (uint32_t)k) {
@@ -211,14 +232,31 @@ static void issueSends(collIbComm* c, int* progressed) {
         h->flags = IB_REC_EAGER;
         if (r->size) memcpy(st + sizeof *h, r->data, r->size);
         if (postWrite(c, q, WRID(k, q, IB_WR_REC), st, sizeof *h + r->size, c->ctrlMr->lkey,
-                      c->remAddr + (k % IB_DEPTH) * IB_SLOT, c->remKey, (int64_t)(uint32_t)k) != collSuccess)
+                      c->remAddr + (k % IB_DEPTH) * IB_SLOT, c->remKey, (int64_t)(k & IB_IMM_SEQ)) != collSuccess)
           return;
         r->state = IB_REQ_ISSUED;
         c->issued++;
         *progressed = 1;
         continue;
       }
-      if (!cts) return; /* wait for the receiver */
+      if (!cts) {
+        /* larger than a slot: tell a receiver that may have posted a small
+         * buffer (it sends no CTS for one) what is coming, then wait */
+        if (r->size > IB_EAGER && !r->rtsSent && k < c->consumed + IB_DEPTH && c->sqFree[q] >= 1 &&
+            collTimeNow() > r->postedAt + IB_RTS_DELAY_S) {
+          collIbRts* t = rtsEntry(c, k);
+          memset(t, 0, sizeof *t);
+          t->size = r->size;
+          t->seq = (uint32_t)k;
+          if (postWrite(c, q, WRID(k, q, IB_WR_RTS), t, sizeof *t, c->ctrlMr->lkey,
+                        c->remAddr + IB_DEPTH * (uint64_t)IB_SLOT + (k % IB_DEPTH) * sizeof *t, c->remKey,
+                        (int64_t)((k & IB_IMM_SEQ) | IB_IMM_RTS)) != collSuccess)
+            return;
+          r->rtsSent = 1;
+          *progressed = 1;
+        }
+        return; /* wait for the receiver */
+      }
       const collIbCts* e = ctsEntry(c, k);
       r->dstAddr = e->addr;
       uint32_t rkey = e->rkey;
@@ -251,7 +289,7 @@ static void issueSends(collIbComm* c, int* progressed) {
     h->seq = (uint32_t)k;
     h->flags = r->tooBig ? IB_REC_TOOBIG : IB_REC_DIRECT;
     if (postWrite(c, q, WRID(k, q, IB_WR_REC), st, sizeof *h, c->ctrlMr->lkey, c->remAddr + (k % IB_DEPTH) * IB_SLOT,
-                  c->remKey, (int64_t)(uint32_t)k) != collSuccess)
+                  c->remKey, (int64_t)(k & IB_IMM_SEQ)) != collSuccess)
       return;
     r->state = IB_REQ_ISSUED;
     c->issued++;
@@ -265,8 +303,8 @@ static void postCts(collIbComm* c, int* progressed) {
   while (c->err == collSuccess && c->issued < c->posted) {
     uint64_t k = c->issued;
     collIbReq* r = &c->reqs[k % IB_DEPTH];
-    if (r->seq != k || r->state != IB_REQ_POSTED || c->recSeen[k % IB_DEPTH] == k + 1) {
-      c->issued++; /* arrived eagerly already: no CTS needed */
+    if (r->seq != k || r->state != IB_REQ_POSTED || c->recSeen[k % IB_DEPTH] == k + 1 || r->size <= IB_EAGER) {
+      c->issued++; /* arrived eagerly already, or will (small): no CTS */
       continue;
     }
     int q = (int)(k % (uint64_t)c->nqps);
@@ -276,15 +314,28 @@ static void postCts(collIbComm* c, int* progressed) {
     e->addr = r->size > IB_EAGER ? (uint64_t)(uintptr_t)r->data : 0;
     e->size = r->size;
     e->tag = r->tag;
-    e->consumed = c->consumed;
+    e->consumed = c->consumed; /* a bonus: the sender drops stale entries, so only credit writes count */
     e->rkey = r->size > IB_EAGER ? r->dstKey : 0;
     e->seq = (uint32_t)(k + 1);
     if (postWrite(c, q, WRID(k, q, IB_WR_CTS), e, sizeof *e, c->ctrlMr->lkey, c->remAddr + (k % IB_DEPTH) * sizeof *e,
-                  c->remKey, (int64_t)(uint32_t)k) != collSuccess)
+                  c->remKey, (int64_t)(k & IB_IMM_SEQ)) != collSuccess)
       return;
     c->issued++;
     *progressed = 1;
   }
+}
+
+/* Reports the consumed count once it moved half a window past the last
+ * report (a zero-byte write: its immediate carries the count). */
+static void sendCredit(collIbComm* c, int* progressed) {
+  if (c->err != collSuccess || c->consumed < c->lastReported + IB_DEPTH / 2 || c->sqFree[0] < 1 ||
+      atomic_load_explicit(&c->state, memory_order_acquire) != IB_CONNECTED)
+    return;
+  if (postWrite(c, 0, WRID(c->consumed, 0, IB_WR_CTS), NULL, 0, 0, c->remAddr, c->remKey,
+                (int64_t)((c->consumed & IB_IMM_SEQ) | IB_IMM_CREDIT)) != collSuccess)
+    return;
+  c->lastReported = c->consumed;
+  *progressed = 1;
 }
 
 static void finishRecv(collIbComm* c, collIbReq* r) {
@@ -317,8 +368,13 @@ static void finishRecvs(collIbComm* c, int* progressed) {
   uint64_t end = c->posted < c->consumed + IB_DEPTH ? c->posted : c->consumed + IB_DEPTH;
   for (uint64_t k = c->consumed; k < end && c->err == collSuccess; k++) {
     collIbReq* r = &c->reqs[k % IB_DEPTH];
-    if (r->seq == k && r->state == IB_REQ_POSTED && c->recSeen[k % IB_DEPTH] == k + 1) {
+    if (r->seq != k || r->state != IB_REQ_POSTED) continue;
+    if (c->recSeen[k % IB_DEPTH] == k + 1) {
       finishRecv(c, r);
+      *progressed = 1;
+    } else if (c->rtsSeen[k % IB_DEPTH] == k + 1 && rtsEntry(c, k)->size > r->size) {
+      collIbFail(c, collRemoteError, "ib: message from %s: peer sent %llu bytes, receiver posted %zu", c->peerDesc,
+                 (unsigned long long)rtsEntry(c, k)->size, r->size);
       *progressed = 1;
     }
   }
@@ -335,8 +391,12 @@ collResult_t collIbProgress(collIbComm* c, int* progressed) {
   pollCq(c, progressed);
   if (!c->isSend && c->newArrivals) finishRecvs(c, progressed);
   if (c->err == collSuccess && atomic_load_explicit(&c->state, memory_order_acquire) == IB_CONNECTED) {
-    if (c->isSend) issueSends(c, progressed);
-    else postCts(c, progressed);
+    if (c->isSend) {
+      issueSends(c, progressed);
+    } else {
+      postCts(c, progressed);
+      sendCredit(c, progressed);
+    }
   }
   return c->err;
 }
@@ -409,6 +469,7 @@ static collResult_t post(collIbComm* c, int isSend, void* data, size_t size, uin
     collResult_t e = regBuf(c, r, mhandle);
     if (e != collSuccess) return e;
   }
+  if (isSend && size > IB_EAGER) r->postedAt = collTimeNow();
   r->state = IB_REQ_POSTED;
   c->posted++;
   if (!isSend) c->newArrivals = 1; /* its record may be there already (eager) */

@@ -14,9 +14,14 @@
  * only watched for the peer's close) and COLL_IB_QPS_PER_CONNECTION RC queue
  * pairs, one CQ per comm on the device's shared completion channel. Message
  * k (k-th isend = k-th irecv) uses QP k % nqps and slot k % IB_DEPTH.
- *  - irecv: the receiver RDMA-writes a clear-to-send entry {addr, size, rkey,
- *    expected tag, consumed} into slot k of the sender's CTS FIFO, with an
- *    immediate (k) so the sender gets a completion to wake on;
+ *  - irecv of more than IB_EAGER bytes: the receiver RDMA-writes a
+ *    clear-to-send entry {addr, size, rkey, expected tag, consumed} into slot
+ *    k of the sender's CTS FIFO, with an immediate (k) so the sender gets a
+ *    completion to wake on. A smaller receive writes none: its message comes
+ *    eager. Instead the receiver reports its consumed count (every message
+ *    below it is out of its slot) with a zero-byte write whose immediate is
+ *    IB_IMM_CREDIT | count, each time the count moved IB_DEPTH / 2 past the
+ *    last report: small messages cost one write, not two;
  *  - isend of more than IB_EAGER bytes waits for CTS k, RDMA-writes the data
  *    into the posted buffer (split into pieces of at most the port's
  *    max_msg_sz), then RDMA-writes a 64-byte record {size, tag} into slot k
@@ -27,7 +32,11 @@
  *    the receiver's slot k, without waiting for CTS k, when slot k is known to
  *    be free (CTS k arrived, or the receiver reported k - IB_DEPTH consumed):
  *    a connection's first messages (the engine's hello) complete before the
- *    peer posts a receive, as over TCP. The receiver copies them out.
+ *    peer posts a receive, as over TCP. The receiver copies them out;
+ *  - a larger isend whose CTS k has not come within IB_RTS_DELAY_S, with
+ *    credit, writes a request-to-send {size} into slot k of the receiver's RTS array
+ *    (immediate k | IB_IMM_RTS): a receiver that posted a small buffer (and
+ *    so sends no CTS) fails at once with the sizes instead of waiting.
  * Both sides are little-endian hosts of the same ABI (checked by magic).
  */
 #ifndef COLL_TRANSPORT_IB_INTERNAL_H_
@@ -46,6 +55,9 @@
 #define IB_DEPTH 64       /* requests in flight per comm = CTS FIFO entries = record slots */
 #define IB_EAGER 16384    /* payload bytes a record slot carries (eager messages): 1 MiB of slots per recv comm */
 #define IB_SLOT (64 + IB_EAGER)
+#define IB_IMM_RTS 0x80000000u    /* to the receiver: a request-to-send */
+#define IB_IMM_CREDIT 0x80000000u /* to the sender: a consumed count */
+#define IB_IMM_SEQ 0x7fffffffu /* immediates carry the message number's low 31 bits */
 #define IB_MAX_QPS 16
 #define IB_MAX_HCAS 32
 #define IB_MAX_DEVS 64    /* (HCA, port) pairs */
@@ -55,6 +67,7 @@
 #define IB_HANDSHAKE_S 10.0 /* an incoming connection must send its info within this */
 #define IB_CHECK_S 0.02     /* how often a waiting comm looks at its side channel */
 #define IB_GONE_GRACE_S 1.0 /* after the peer closed, how long posted writes may still complete */
+#define IB_RTS_DELAY_S 0.005 /* a large send waits this long for its CTS before it sends a request-to-send */
 
 /* ---- wire formats --------------------------------------------------------- */
 
@@ -119,6 +132,14 @@ typedef struct {
   uint8_t pad[40];
 } collIbRec;
 _Static_assert(sizeof(collIbRec) == 64, "record is 64 bytes");
+
+/* Request-to-send, written by the sender into the receiver's RTS array. */
+typedef struct {
+  uint64_t size;
+  uint32_t seq; /* low 32 bits of the message number */
+  uint8_t pad[52];
+} collIbRts;
+_Static_assert(sizeof(collIbRts) == 64, "RTS entry is 64 bytes");
 
 /* ---- configuration (from the COLL_IB_* variables at init) ---------------- */
 
@@ -214,7 +235,7 @@ enum { IB_CONNECTING = 0, IB_WAIT_READY, IB_CONNECTED };
 enum { IB_REQ_FREE = 0, IB_REQ_POSTED, IB_REQ_DATA, IB_REQ_ISSUED, IB_REQ_DONE };
 
 /* wr_id: seq << 16 | qp index << 8 | kind */
-enum { IB_WR_DATA = 1, IB_WR_REC, IB_WR_CTS, IB_WR_RECV };
+enum { IB_WR_DATA = 1, IB_WR_REC, IB_WR_CTS, IB_WR_RECV, IB_WR_RTS };
 
 typedef struct collIbReq {
   struct collIbComm* comm;
@@ -226,6 +247,8 @@ typedef struct collIbReq {
   uint64_t tag; /* send: posted; recv: expected, then the sender's */
   size_t off;   /* send: payload bytes already posted (direct) */
   int tooBig;   /* send: larger than the posted buffer */
+  int rtsSent;  /* send: a request-to-send went out for it */
+  double postedAt; /* send: when it was posted (for IB_RTS_DELAY_S) */
   uint64_t dstAddr;
   uint32_t dstKey;
   collRegEntry* reg; /* registration held while in flight */
@@ -244,9 +267,9 @@ typedef struct collIbComm {
   int sqFree[IB_MAX_QPS];
   struct ibv_cq* cq;
   _Atomic int armed;
-  /* control memory, one registration:
-   *  send: IB_DEPTH CTS entries (remote-writable), then IB_DEPTH staging slots;
-   *  recv: IB_DEPTH CTS sources, then IB_DEPTH record slots (remote-writable) */
+  /* control memory, one registration, IB_DEPTH entries of each:
+   *  send: CTS entries (remote-writable), staging slots, RTS sources;
+   *  recv: CTS sources, record slots, RTS entries (both remote-writable) */
   char* ctrl;
   size_t ctrlBytes;
   struct ibv_mr* ctrlMr;
@@ -260,6 +283,8 @@ typedef struct collIbComm {
   uint64_t ctsSeen[IB_DEPTH]; /* send: k + 1 once CTS k arrived in slot k % IB_DEPTH */
   uint64_t recSeen[IB_DEPTH]; /* recv: k + 1 once record k arrived */
   uint64_t doneSeq[IB_DEPTH]; /* recv: k + 1 once message k was finished */
+  uint64_t rtsSeen[IB_DEPTH]; /* recv: k + 1 once a request-to-send for k arrived */
+  uint64_t lastReported;      /* recv: the consumed count of the last credit write */
   int newArrivals;            /* recv: records arrived since the last finish pass */
   collIbReq reqs[IB_DEPTH];
   collResult_t err; /* sticky failure */
