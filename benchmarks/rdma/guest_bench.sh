@@ -32,8 +32,10 @@ if [ "$BENCH_QUICK" = 1 ]; then LINK_SIZES="1048576"; AR="-b 8 -e 1M -f 32"; SR=
 else AR="-b 8 -e 8M -f 8"; SR="-b 64K -e 4M -f 4"; NI=5; fi
 IB="COLL_NET=ib COLL_SHM_DISABLE=1 COLL_MAILBOX_BYTES=0"
 UCX="-x UCX_NET_DEVICES=rxe0:1 -x UCX_TLS=rc,self -x UCX_UD_ETH_DGID_CHECK=n"
+BWPORT=18600
 bw() { # FLAGS SIZE: the client's summary line (guest 0 serves, guest 1 or a local client connects)
-  local srv=127.0.0.1
+  local srv=127.0.0.1 p=$((BWPORT++)) # a fresh port each time: a reused one can meet the last run's server
+  set -- "$1 -p $p" "$2"
   if [ "$NODES" = 2 ]; then
     srv=198.18.0.1
     if [ "$N" = 0 ]; then ib_write_bw $1 -F -d rxe0 -x 1 -s $2 -n 20 --report_gbits >/dev/null 2>&1; return; fi

@@ -35,7 +35,7 @@ mpicc.openmpi $CFLAGS -std=c11 -o "$OUT/bin/mpi_perf.openmpi" "$SRC/benchmarks/c
 # Gloo over its ibverbs transport (classic algorithm classes only)
 g++ $CFLAGS -std=c++17 -I"$SRC/benchmarks/compare" -o "$OUT/bin/gloo_ib_perf" "$HERE/gloo_ib_perf.cc" \
   -lgloo -libverbs -pthread
-rm -rf "$OUT/raw" && mkdir -p "$OUT/raw"
+rm -rf "$OUT/raw" "$OUT/vm" && mkdir -p "$OUT/raw"
 cd "$SRC"
 COLL_VM_ENV="BENCH_B BENCH_BIN BENCH_R BENCH_QUICK" BENCH_B=$B BENCH_BIN=$OUT/bin BENCH_R=$R BENCH_QUICK=$QUICK \
   bash tests/rdma/vm.sh $TWO -t 3000 -o "$OUT/vm" "$HERE/guest_bench.sh"

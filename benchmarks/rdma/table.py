@@ -62,7 +62,7 @@ def link():
     for p in rounds("ib_write_bw"):
         for line in open(p):
             m = re.match(r"(uni|bidi)\s+(\d+)\s+\d+\s+[\d.]+\s+([\d.]+)", line)
-            if m:
+            if m and float(m.group(3)) > 0:  # perftest prints 0 for a run that failed
                 d = uni if m.group(1) == "uni" else bi
                 d.setdefault(int(m.group(2)), []).append(float(m.group(3)) * 125.0)  # Gb/s -> MB/s
     return ({s: (best(v, False), med(v)) for s, v in uni.items()},
