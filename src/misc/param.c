@@ -56,6 +56,13 @@ static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     [COLL_PARAM_INIT_TIMEOUT] = {"COLL_INIT_TIMEOUT", 300, 0, INT32_MAX, "seconds a communicator's init may wait for every rank to join (counted by the bootstrap root from its start); then every rank that joined fails naming the missing ranks (0 = never)"},
     [COLL_PARAM_FR_ENTRIES] = {"COLL_FR_ENTRIES", 256, 0, 1 << 16, "operations each communicator's flight recorder keeps (rounded up to a power of two); 0: off"},
     [COLL_PARAM_FR_SIGNAL] = {"COLL_FR_SIGNAL", 0, 0, 64, "signal number (e.g. 10 = SIGUSR1) on which every communicator of the process dumps its flight recorder to COLL_FR_FILE (stderr if unset); 0: none"},
+    [COLL_PARAM_IB_GID_INDEX] = {"COLL_IB_GID_INDEX", -1, -1, 255, "ib: GID index of RoCE ports; -1: the first RoCE v2 GID with an IPv4 address, else RoCE v2 IPv6, else 0"},
+    [COLL_PARAM_IB_TC] = {"COLL_IB_TC", 0, 0, 255, "ib: traffic class of the queue pairs (RoCE: DSCP << 2 | ECN)"},
+    [COLL_PARAM_IB_SL] = {"COLL_IB_SL", 0, 0, 15, "ib: service level of the queue pairs"},
+    [COLL_PARAM_IB_TIMEOUT] = {"COLL_IB_TIMEOUT", 20, 1, 31, "ib: ack timeout of the queue pairs, 4.096 us * 2^value (20: 4.3 s; at most 31)"},
+    [COLL_PARAM_IB_RETRY_CNT] = {"COLL_IB_RETRY_CNT", 7, 0, 7, "ib: retransmissions before a send fails with 'transport retry counter exceeded' (at most 7)"},
+    [COLL_PARAM_IB_QPS_PER_CONN] = {"COLL_IB_QPS_PER_CONNECTION", 1, 1, 16, "ib: queue pairs per connection; messages use them round-robin (at most 16)"},
+    [COLL_PARAM_IB_REG_CACHE] = {"COLL_IB_REG_CACHE", 0, 0, 1 << 20, "ib: memory registrations of user buffers kept for reuse (LRU); 0: register each message's buffer and release it when the message completes. Only safe when the application never frees and reallocates communication buffers (a registration pins the old pages: data would go to them)"},
 };
 
 static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
@@ -76,6 +83,9 @@ static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
     [COLL_SPARAM_TRACE_FILE] = {"COLL_TRACE_FILE", NULL, "write a Chrome trace / Perfetto JSON timeline of each communicator to this file at destroy (%h, %p, %r, %c as COLL_STATS_FILE)"},
     [COLL_SPARAM_PROFILER_PLUGIN] = {"COLL_PROFILER_PLUGIN", NULL, "path of a profiler plugin (.so exporting collProfiler_v1, include/coll_profiler.h)"},
     [COLL_SPARAM_FR_FILE] = {"COLL_FR_FILE", NULL, "write the flight recorder (last COLL_FR_ENTRIES operations) to this file when a communicator fails or is aborted, on COLL_FR_SIGNAL and on collCommDumpFlightRecorder (%h, %p, %r, %c)"},
+    [COLL_SPARAM_IB_HCA] = {"COLL_IB_HCA", NULL, "ib: HCAs and ports to use: prefix list, ^ excludes, = exact, :port (mlx5, =mlx5_0:1,mlx5_1:1, ^mlx5_2)"},
+    [COLL_SPARAM_IB_LIB] = {"COLL_IB_LIB", "libibverbs.so.1", "ib: the libibverbs library to load (dlopen) when COLL_NET=ib"},
+    [COLL_SPARAM_NET_PLUGIN] = {"COLL_NET_PLUGIN", NULL, "path of a transport plugin (.so exporting collNetPlugin_v2, include/coll_net.h); it becomes the default inter-node transport"},
 };
 
 static int64_t collIntValues[COLL_PARAM_COUNT_INT];
