@@ -377,7 +377,9 @@ static int runRank(collComm_t comm, void* arg) {
   }
   if (rc == LAUNCH_FAILED) reportAbort(&ctx, collGetLastError(comm));
   fflush(stdout);
-  if (ctx.stream && rc != LAUNCH_FAILED && (r = collStreamDestroy(ctx.stream)) != collSuccess) {
+  /* the stream is freed on every path (after a failure its error is the
+   * failure's, already reported) */
+  if (ctx.stream && (r = collStreamDestroy(ctx.stream)) != collSuccess && rc != LAUNCH_FAILED) {
     launchReportError(ctx.rank, "collStreamDestroy", r, comm);
     rc = LAUNCH_FAILED;
   }
