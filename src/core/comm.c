@@ -267,14 +267,23 @@ const char* collCommPeerHost(collComm_t comm, int rank) {
   return comm->peers[rank].host;
 }
 
-void collCommSetAsyncError(collComm_t comm, collResult_t r, const char* msg) {
+int collCommSetAsyncError(collComm_t comm, collResult_t r, const char* msg) {
+  int first = 0;
   pthread_mutex_lock(&comm->errLock);
   if (__atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE) == collSuccess) {
     snprintf(comm->asyncMsg, sizeof comm->asyncMsg, "%s", msg ? msg : "");
     __atomic_store_n(&comm->asyncError, r, __ATOMIC_RELEASE);
+    first = 1;
   }
   pthread_mutex_unlock(&comm->errLock);
   __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
+  return first;
+}
+
+void collCommRefineAsyncError(collComm_t comm, const char* msg) {
+  pthread_mutex_lock(&comm->errLock);
+  snprintf(comm->asyncMsg, sizeof comm->asyncMsg, "%s", msg);
+  pthread_mutex_unlock(&comm->errLock);
 }
 
 /* ---- init -------------------------------------------------------------- */

@@ -132,8 +132,13 @@ struct collStream {
 };
 #define COLL_STREAM_MAGIC 0xc0115eeau
 
-/* Records an asynchronous error once (first wins) and aborts the comm. */
-void collCommSetAsyncError(collComm_t comm, collResult_t r, const char* msg);
+/* Records an asynchronous error once (first wins) and aborts the comm;
+ * returns 1 when this call recorded it, 0 when an error was there already. */
+int collCommSetAsyncError(collComm_t comm, collResult_t r, const char* msg);
+/* Replaces the message of the error recorded by the call of
+ * collCommSetAsyncError that returned 1 (the first failure), once the
+ * failing thread knows more (what the peers said, which rank stopped). */
+void collCommRefineAsyncError(collComm_t comm, const char* msg);
 /* Copies the communicator's error message (empty if none) into buf. */
 void collCommErrorMessage(collComm_t comm, char* buf, size_t size);
 /* The error of a failed communicator (collSuccess if it did not fail), with

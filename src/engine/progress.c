@@ -68,18 +68,21 @@ static void collIdleSleep(collIdle* w) {
  * connections told on closing (a peer that rejected one) and with the
  * ranks on this host that stopped progressing (engine/blame.c). */
 collResult_t collEngineFail(collComm_t comm, collResult_t r) {
-  int first = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE) == collSuccess;
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", collLastErrorMessage());
-  __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
+  /* recorded at once (this also sets abortFlag), so that a call issued
+   * meanwhile fails with this reason; completed below */
+  int first = collCommSetAsyncError(comm, r, msg);
   char why[400] = "";
   collEngineCloseConnsWhy(comm, why, sizeof why);
   size_t len0 = strlen(msg);
   if (first && why[0]) snprintf(msg + len0, sizeof msg - len0, "; %s", why);
   if (first && (r == collRemoteError || r == collTimeout || r == collSystemError))
     collEngineBlame(comm, msg, sizeof msg);
-  if (strlen(msg) != len0) collSetError(r, "%s", msg);
-  collCommSetAsyncError(comm, r, msg);
+  if (strlen(msg) != len0) {
+    collSetError(r, "%s", msg);
+    collCommRefineAsyncError(comm, msg);
+  }
   collObsFailure(comm, r, msg);
   return r;
 }

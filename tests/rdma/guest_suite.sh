@@ -39,23 +39,32 @@ done
 step collectives.np3.qps3 env $IB COLL_IB_QPS_PER_CONNECTION=3 COLL_NCHANNELS=4 COLL_CHUNKSIZE=4096 \
   COLL_TEST_QUICK=1 timeout 600 "$B/tests/integration/test_collectives" 3
 
-# a killed rank: the survivors fail within seconds, naming the lost peer
+# a killed rank: the survivors fail within seconds, naming the lost peer.
+# The ranks are started as torchrun starts them (RANK/WORLD_SIZE/MASTER_*):
+# the -np launcher would SIGTERM the survivors as soon as one rank dies,
+# before they could notice the lost connection themselves.
 killed() {
-  local log=/tmp/killed.log
-  env $IB COLL_TIMEOUT=120 "$B/benchmarks/allreduce_perf" -np 3 -b 64K -e 64K -n 1000000 -w 1 -c 0 >$log 2>&1 &
-  local launcher=$!
+  local log=/tmp/killed
+  local pids=() r
+  for r in 0 1 2; do
+    env $IB RANK=$r WORLD_SIZE=3 LOCAL_RANK=$r LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 MASTER_PORT=29500 \
+      COLL_TIMEOUT=120 timeout -k 5 120 "$B/benchmarks/allreduce_perf" -b 64K -e 64K -n 1000000 -w 1 -c 0 \
+      >$log.$r 2>&1 &
+    pids+=($!)
+  done
   sleep 8 # init and the first calls
-  local victim; victim=$(pgrep -P $launcher | tail -1)
-  [ -n "$victim" ] || { cat $log; echo "no rank to kill"; return 1; }
+  local victim; victim=$(pgrep -P "${pids[2]}" | tail -1)
+  [ -n "$victim" ] || { cat $log.*; echo "no rank 2 process to kill"; return 1; }
   local t0; t0=$(date +%s.%N)
   kill -9 "$victim"
   local rc=0
-  timeout 60 tail --pid=$launcher -f /dev/null || rc=1
+  timeout 60 tail --pid="${pids[0]}" --pid="${pids[1]}" -f /dev/null || rc=1
   local dt; dt=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.2f", b-a}')
-  wait $launcher
-  echo "killed rank pid $victim: the job ended after $dt s"
-  grep -m2 "connection with .* lost\|rank .* failed" $log
-  [ $rc = 0 ] && grep -q "ib: connection with .* lost" $log && awk -v d="$dt" 'BEGIN{exit !(d < 15)}'
+  wait "${pids[@]}"
+  echo "killed rank 2 (pid $victim): ranks 0 and 1 ended after $dt s"
+  grep -h -m1 "connection with .* lost\|rank .* failed" $log.0 $log.1
+  [ $rc = 0 ] && grep -q "ib: connection with .* lost" $log.0 && grep -q "ib: connection with .* lost" $log.1 &&
+    awk -v d="$dt" 'BEGIN{exit !(d < 15)}'
 }
 step killed.np3 killed
 [ "${2:-}" = full ] && step faults.killed env $IB timeout 600 "$B/tests/integration/test_faults" killed
@@ -69,7 +78,7 @@ step gid.auto expect_log "GID index 1 ::ffff:198.18.0.1 (RoCE v2; first RoCE v2 
   env $IB COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=NET timeout 120 "$B/benchmarks/allreduce_perf" -np 2 -b 8 -e 64K -f 32 -n 2 -w 1 -c 1
 step gid.forced0 expect_log "GID index 0 fe80:" env $IB COLL_IB_GID_INDEX=0 COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=NET \
   timeout 120 "$B/benchmarks/allreduce_perf" -np 2 -b 8 -e 64K -f 32 -n 2 -w 1 -c 1
-step gid.beyond expect_fail "COLL_IB_GID_INDEX=9999 is beyond the GID table" env $IB COLL_IB_GID_INDEX=9999 \
+step gid.beyond expect_fail "COLL_IB_GID_INDEX=200 is beyond the GID table" env $IB COLL_IB_GID_INDEX=200 \
   timeout 120 "$B/benchmarks/sendrecv_perf" -np 2 -b 8 -e 8 -n 2 -w 1 -c 1
 echo "SUITE_DONE failures=$FAILS"
 exit $FAILS
