@@ -6,7 +6,8 @@
 # next to a link to the installed libcoll.so.0, then imports it from outside
 # the source tree with /usr/bin/python3 and runs a 2-rank all_reduce on it.
 # Exit 77 (skipped) when the shim is not installed by this build
-# (COLL_INSTALL_PYTHON=OFF) or /usr/bin/python3 has no torch.
+# (COLL_INSTALL_PYTHON=OFF), /usr/bin/python3 has no torch, or the library is
+# built with a sanitizer (Python cannot load it).
 # Usage: i19_install_python.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$(realpath "$1")
@@ -32,6 +33,10 @@ if [ "$prefix" = /usr/local ]; then
   "$py" -c 'import sys; sys.exit(0 if sys.argv[1] in sys.path else 1)' "$pydir" ||
     { echo "FAIL: $pydir is not on $py's sys.path"; exit 1; }
   echo "$pydir is on $py's sys.path: a real install needs no PYTHONPATH"
+fi
+if ldd "$pkg/libcoll.so" 2>/dev/null | grep -Eq 'lib(asan|tsan|ubsan)'; then
+  echo "the installed libcoll.so is built with a sanitizer that Python cannot load: import skipped"
+  exit 77
 fi
 cd "$tmp" # outside the source tree: nothing of it on the path
 export PYTHONPATH=$tmp/root$pydir
