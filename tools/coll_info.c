@@ -81,8 +81,9 @@ static void algorithms(void) {
 
 static void transports(void) {
   printf("\n== transports\n");
-  const char* names[] = {"tcp", "loopback"};
-  for (int k = 0; k < 2; k++) {
+  const char* names[] = {"tcp", "loopback", "ib"};
+  const char* notes[] = {"", " (ranks as threads of one process)", " (COLL_NET=ib)"};
+  for (int k = 0; k < 3; k++) {
     const collNet_v2_t* net = NULL;
     collResult_t r = collNetGetInter(names[k], &net);
     if (r != collSuccess) {
@@ -91,7 +92,7 @@ static void transports(void) {
     }
     int ndev = 0;
     net->devices(&ndev);
-    printf("%-9s between nodes%s, %d device(s)\n", net->name, k ? " (ranks as threads of one process)" : "", ndev);
+    printf("%-9s between nodes%s, %d device(s)\n", net->name, notes[k], ndev);
     for (int d = 0; d < ndev; d++) {
       collNetProperties_t p;
       if (net->getProperties(d, &p) != collSuccess) continue;
