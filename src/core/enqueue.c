@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/memcheck.h"
 #include "misc/log.h"
 #include "reduce/reduce.h"
 #include "tuner/tuner.h"
@@ -188,7 +189,9 @@ static collResult_t collIssue(collComm_t comm, collStream_t stream, collOp* op, 
   int sendUsed = sendMult && (op->fn != COLL_FN_BROADCAST || comm->rank == op->root);
   int recvUsed = recvMult && (!recvOnRootOnly || comm->rank == op->root);
   if ((r = collCheckBuf(sendUsed ? op->sendbuff : "", op->count, sendMult, op->dtype, "sendbuff", fn)) ||
-      (r = collCheckBuf(recvUsed ? op->recvbuff : "", op->count, recvMult, op->dtype, "recvbuff", fn)))
+      (r = collCheckBuf(recvUsed ? op->recvbuff : "", op->count, recvMult, op->dtype, "recvbuff", fn)) ||
+      (r = collCheckCallMemory(comm, stream, fn, sendUsed && op->count ? op->sendbuff : NULL,
+                               recvUsed && op->count ? op->recvbuff : NULL)))
     goto out;
   if (collGroupDepth > 0) {
     collCommLeaveIssue(comm);

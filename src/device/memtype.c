@@ -9,9 +9,13 @@
 #include "device/cuda_loader.h"
 #include "misc/log.h"
 
+static _Atomic(collMemQueryHook) collMemHook;
+
+void collMemSetQueryHook(collMemQueryHook fn) { atomic_store(&collMemHook, fn); }
+
 const char* collMemDescribe(const collMemInfo* m, char* buf, int size) {
-  if (m->kind == COLL_MEM_DEVICE) snprintf(buf, (size_t)size, "device memory of GPU %d", m->device);
-  else if (m->kind == COLL_MEM_MANAGED) snprintf(buf, (size_t)size, "managed memory of GPU %d", m->device);
+  if (m->kind == COLL_MEM_DEVICE) snprintf(buf, (size_t)size, "CUDA device memory of GPU %d", m->device);
+  else if (m->kind == COLL_MEM_MANAGED) snprintf(buf, (size_t)size, "CUDA managed memory of GPU %d", m->device);
   else snprintf(buf, (size_t)size, "%s", m->pinned ? "pinned host memory" : "host memory");
   return buf;
 }
@@ -21,7 +25,10 @@ collResult_t collMemQuery(const void* p, collMemInfo* info) {
   info->kind = COLL_MEM_HOST;
   info->device = -1;
   info->pinned = 0;
-  if (!p || !collCudaDriverPresent()) return collSuccess;
+  if (!p) return collSuccess;
+  collMemQueryHook hook = atomic_load_explicit(&collMemHook, memory_order_acquire);
+  if (hook) return hook(p, info);
+  if (!collCudaDriverPresent()) return collSuccess;
 #ifdef COLL_HAVE_CUDA
   if (collCudaLoadQuiet() != collSuccess) {
     static atomic_int told;
@@ -59,6 +66,8 @@ collResult_t collMemCheckCall(const char* fn, int n, const void* const* bufs, co
                               collMemInfo* info) {
   collMemInfo first = {COLL_MEM_HOST, -1, 0}, m;
   int firstIdx = -1;
+  /* the host-only process: one look for the driver, no query per buffer */
+  if (!atomic_load_explicit(&collMemHook, memory_order_acquire) && !collCudaDriverPresent()) n = 0;
   for (int i = 0; i < n; i++) {
     if (!bufs[i]) continue;
     collResult_t r = collMemQuery(bufs[i], &m);

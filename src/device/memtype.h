@@ -39,14 +39,23 @@ collResult_t collMemQuery(const void* p, collMemInfo* info);
  * device or managed memory of one GPU. *info (may be NULL) gets the call's
  * type (host when every entry is NULL). Errors: collInvalidArgument naming
  * the two buffers that differ, with fn and names[i] ("collAllReduce:
- * recvbuff is device memory of GPU 0 but sendbuff is host memory; all
+ * recvbuff is CUDA device memory of GPU 0 but sendbuff is host memory; all
  * buffers of one call must be host memory or on one GPU"), and those of
- * collMemQuery. Thread-safe. */
+ * collMemQuery. While this process has no CUDA driver mapped, nothing is
+ * queried (one collCudaDriverPresent look for the whole call): host.
+ * Thread-safe. */
 collResult_t collMemCheckCall(const char* fn, int n, const void* const* bufs, const char* const* names,
                               collMemInfo* info);
 
-/* "host memory", "pinned host memory", "device memory of GPU 1", "managed
- * memory of GPU 0" into buf (size bytes); returns buf. */
+/* Test hook: while fn is set, collMemQuery answers fn(p, info) for every
+ * non-NULL p (info comes filled as host memory) instead of asking the
+ * driver, and collMemCheckCall no longer skips the queries while no driver
+ * is mapped. NULL: the driver again. Set it while no call is running. */
+typedef collResult_t (*collMemQueryHook)(const void* p, collMemInfo* info);
+void collMemSetQueryHook(collMemQueryHook fn);
+
+/* "host memory", "pinned host memory", "CUDA device memory of GPU 1",
+ * "CUDA managed memory of GPU 0" into buf (size bytes); returns buf. */
 const char* collMemDescribe(const collMemInfo* info, char* buf, int size);
 
 #endif

@@ -11,7 +11,10 @@
  * instead of the no-driver ones: cudaMalloc'ed memory is device memory of
  * GPU 0, cudaMallocHost'ed is pinned host memory, cudaMallocManaged'ed is
  * managed, and one call mixing host and device buffers is refused naming
- * both. Without a GPU those checks are skipped with a message saying so.
+ * both; collectives refuse device and managed buffers (no device executor
+ * yet) and run on pinned host memory. Without a GPU those checks are
+ * skipped with a message saying so; collectives on host memory then run
+ * next to the runtime and next to the mapped stub driver, exact results.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -50,6 +53,37 @@ static int childFails;
     }                                                                          \
   } while (0)
 #define HAS(msg, sub) (strstr((msg), (sub)) != NULL)
+
+#ifdef COLL_HAVE_CUDA
+/* A one-rank communicator (NULL after a failure, counted). */
+static collComm_t oneRank(const char* when) {
+  collUniqueId id;
+  collComm_t c = NULL;
+  collResult_t r = collGetUniqueId(&id);
+  if (r == collSuccess) r = collCommInitRank(&c, 1, id, 0);
+  CHECK(r == collSuccess, "%s: one-rank init: %s", when, collGetLastError(NULL));
+  return c;
+}
+
+/* A collective on host memory at (in, out), n ints: succeeds with the
+ * exact result (the memory-type check lets host memory through). */
+static void hostCallWorks(const char* when, int32_t* in, int32_t* out, int n) {
+  collComm_t c = oneRank(when);
+  if (!c) return;
+  for (int i = 0; i < n; i++) in[i] = 3 * i - 7, out[i] = 0;
+  collResult_t r = collAllReduce(in, out, (size_t)n, collInt32, collMax, c, NULL);
+  CHECK(r == collSuccess, "%s: host allreduce: %s", when, collGetLastError(NULL));
+  CHECK(memcmp(in, out, sizeof(int32_t) * (size_t)n) == 0, "%s: host allreduce result differs", when);
+  collCommDestroy(c);
+}
+
+/* A call on device (or managed) memory is refused with `want` in the
+ * message, before anything runs. */
+static void deviceCallRefused(collResult_t got, const char* want) {
+  CHECK(got == collInvalidArgument, "device call returned %d: %s", (int)got, collGetLastError(NULL));
+  CHECK(HAS(collGetLastError(NULL), want), "message \"%s\" lacks \"%s\"", collGetLastError(NULL), want);
+}
+#endif
 
 /* Runs fn in a child with COLL_CUDA_LIBRARY = lib (NULL: unset); the child's
  * exit status is its number of failed checks. */
@@ -197,6 +231,9 @@ static void childStub(void) {
         "query with an unusable driver mapped");
   CHECK(collNetP2p.init(NULL) == collSystemError && HAS(collLastErrorMessage(), "CUDA_ERROR_STUB_LIBRARY"),
         "p2p init: %s", collLastErrorMessage());
+  /* collectives on host memory with an unusable driver mapped: queried, host */
+  int32_t in[64], out[64];
+  hostCallWorks("stub driver mapped", in, out, 64);
 }
 
 static void test_stub_driver(void** st) {
@@ -246,7 +283,10 @@ static void childRuntime(void) {
     collMemInfo mi;
     CHECK(collMemQuery(&x, &mi) == collSuccess && mi.kind == COLL_MEM_HOST, "host query next to the runtime");
     CHECK(collDevCount() == 0, "devices without a GPU");
-    fprintf(stderr, "  skipped (no GPU): device, pinned and managed memory types; mixed-buffer refusal\n");
+    int32_t in[64], out[64];
+    hostCallWorks("CUDA runtime without a GPU", in, out, 64);
+    fprintf(stderr, "  skipped (no GPU): device, pinned and managed memory types; mixed-buffer refusal; "
+                    "collectives refusing device buffers\n");
     return;
   }
   void *d = NULL, *h = NULL, *m = NULL;
@@ -263,11 +303,26 @@ static void childRuntime(void) {
   const void* bufs[2] = {d, &x};
   const char* names[2] = {"sendbuff", "recvbuff"};
   CHECK(collMemCheckCall("collAllReduce", 2, bufs, names, NULL) == collInvalidArgument, "mixed call accepted");
-  CHECK(HAS(collLastErrorMessage(), "collAllReduce: recvbuff is host memory but sendbuff is device memory of GPU 0"),
+  CHECK(HAS(collLastErrorMessage(), "collAllReduce: recvbuff is host memory but sendbuff is CUDA device memory of GPU 0"),
         "message: %s", collLastErrorMessage());
   const void* both[2] = {d, (char*)d + 2048};
   CHECK(collMemCheckCall("collAllReduce", 2, both, names, &mi) == collSuccess && mi.kind == COLL_MEM_DEVICE,
         "two device buffers refused");
+  /* collectives refuse device memory (no device executor yet), run pinned host memory */
+  collComm_t c = oneRank("GPU");
+  if (c) {
+    int32_t hx[16] = {0};
+    deviceCallRefused(collAllReduce(d, (char*)d + 2048, 16, collInt32, collSum, c, NULL),
+                      "collAllReduce: sendbuff and recvbuff are CUDA device memory of GPU 0; this communicator runs "
+                      "host memory only");
+    deviceCallRefused(collAllReduce(d, hx, 16, collInt32, collSum, c, NULL),
+                      "collAllReduce: recvbuff is host memory but sendbuff is CUDA device memory of GPU 0; all buffers");
+    deviceCallRefused(collBroadcast(m, m, 16, collInt32, 0, c, NULL),
+                      "collBroadcast: sendbuff and recvbuff are CUDA managed memory of GPU 0");
+    deviceCallRefused(collSend(d, 16, collInt32, 0, c, NULL), "collSend: sendbuff is CUDA device memory of GPU 0");
+    collCommDestroy(c);
+  }
+  hostCallWorks("pinned host memory", (int32_t*)h, (int32_t*)h + 64, 64);
   cudaFree(d), cudaFreeHost(h), cudaFree(m);
 }
 
@@ -289,7 +344,7 @@ static void test_error_names(void** st) {
                       "CUDA: cuMemAlloc of 4096 bytes failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory, CUDA error 2)");
   collMemInfo m = {COLL_MEM_DEVICE, 3, 0};
   char b[64];
-  assert_string_equal(collMemDescribe(&m, b, sizeof b), "device memory of GPU 3");
+  assert_string_equal(collMemDescribe(&m, b, sizeof b), "CUDA device memory of GPU 3");
   m.kind = COLL_MEM_HOST, m.pinned = 1;
   assert_string_equal(collMemDescribe(&m, b, sizeof b), "pinned host memory");
 #ifdef COLL_HAVE_CUDA

@@ -1,0 +1,31 @@
+/*
+ * memcheck.h - the memory-type rule of a call, checked when it is issued
+ * (issue 16): the buffers one call uses are all host memory or all on one
+ * GPU, and device buffers only go to a communicator and stream that can run
+ * device work. No communicator can yet (the engine's local steps are host
+ * code), so today every device or managed buffer is refused with a message
+ * that names it, before it reaches memcpy.
+ */
+#ifndef COLL_CORE_MEMCHECK_H_
+#define COLL_CORE_MEMCHECK_H_
+
+#include "coll.h"
+
+/* Classifies sendbuff and recvbuff (NULL: a buffer this rank does not use,
+ * or count 0; it is not looked at) with collMemCheckCall (device/memtype.h).
+ * collSuccess when both are host memory (pinned or not). Errors, each
+ * message starting with fn:
+ *  - collInvalidArgument, mixed memory types ("collAllReduce: recvbuff is
+ *    host memory but sendbuff is CUDA device memory of GPU 0; all buffers of
+ *    one call must be host memory or on one GPU; ...");
+ *  - collInvalidArgument, device or managed memory while comm/stream run
+ *    host memory only ("collAllReduce: sendbuff and recvbuff are CUDA device
+ *    memory of GPU 0; this communicator runs host memory only: ...");
+ *  - collSystemError: the driver's pointer query failed (names the buffer
+ *    and the CUDA error).
+ * Costs one collCudaDriverPresent look (~20 ns) while the process has no
+ * CUDA driver mapped. Thread-safe. */
+collResult_t collCheckCallMemory(collComm_t comm, collStream_t stream, const char* fn, const void* sendbuff,
+                                 const void* recvbuff);
+
+#endif
