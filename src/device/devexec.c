@@ -182,6 +182,26 @@ collResult_t collDevAvgAsync(void* buf, size_t n, collDataType_t t, int nranks, 
   return collDevLaunch(collDevAvgFn[t], "the avg kernel", n * collTypeSize(t), stream, args);
 }
 
+collResult_t collDevAlloc(void** p, size_t bytes) {
+  if (!p || bytes == 0) return collSetError(collInvalidArgument, "collDevAlloc: p is NULL or bytes is 0");
+  *p = NULL;
+  collResult_t r = collCudaLoad();
+  if (r != collSuccess) return r;
+  CUdeviceptr d = 0;
+  CUresult cr = COLL_CU(cuMemAlloc)(&d, bytes);
+  if (cr != CUDA_SUCCESS) {
+    char what[80];
+    snprintf(what, sizeof what, "CUDA: cuMemAlloc of %zu bytes failed", bytes);
+    return collCudaError(cr, what);
+  }
+  *p = (void*)(uintptr_t)d;
+  return collSuccess;
+}
+
+void collDevFree(void* p) {
+  if (p && collCudaLoadQuiet() == collSuccess) COLL_CU(cuMemFree)((CUdeviceptr)(uintptr_t)p);
+}
+
 #else /* !COLL_HAVE_CUDA: every entry point says why */
 
 int collDevCount(void) { return 0; }
@@ -206,4 +226,10 @@ collResult_t collDevAvgAsync(void* buf, size_t n, collDataType_t t, int nranks, 
   (void)buf, (void)n, (void)t, (void)nranks, (void)stream;
   return collCudaLoad();
 }
+collResult_t collDevAlloc(void** p, size_t bytes) {
+  if (p) *p = NULL;
+  (void)bytes;
+  return collCudaLoad();
+}
+void collDevFree(void* p) { (void)p; }
 #endif

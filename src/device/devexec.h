@@ -49,6 +49,14 @@ collResult_t collDevReduceAsync(void* dst, const void* a, const void* b, size_t 
  * Errors: collInvalidArgument for an invalid t. */
 collResult_t collDevAvgAsync(void* buf, size_t n, collDataType_t t, int nranks, void* stream);
 
+/* Allocates bytes (> 0) of device memory on the current context's GPU
+ * (cuMemAlloc) into *p. Errors: those of collCudaLoad, collInvalidArgument
+ * (p NULL or bytes 0), collSystemError (the driver refused, e.g.
+ * CUDA_ERROR_OUT_OF_MEMORY, named). */
+collResult_t collDevAlloc(void** p, size_t bytes);
+/* Frees what collDevAlloc returned (NULL: nothing). */
+void collDevFree(void* p);
+
 /* Blocks per grid the kernels use for `bytes` of output on the current
  * device: enough 512-thread blocks for one 16-byte pack per thread, at most
  * 4 per multiprocessor (full occupancy; each thread then loops). For tests

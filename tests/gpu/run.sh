@@ -13,8 +13,10 @@
 #           CUDA memory can be shared between processes here (the P2P
 #           transport's process case): if not, later stages use threads only
 #  unit     test_reduce_math (host), test_cuda_loader (real device, pinned and
-#           managed memory types; mixed buffers refused), test_p2p (the P2P
-#           transport: threads, processes, a killed peer)
+#           managed memory types; mixed buffers refused; collectives refuse
+#           device buffers), test_memcheck (the call-site rule, fake types),
+#           test_exec (the device executor against the host one, every type x
+#           op), test_p2p (the P2P transport: threads, processes, a killed peer)
 #  kernels  gpu_kernels: every kernel against the host reference, the stream
 #           gate, and kernel bandwidth against cuMemcpy device-to-device
 #  colls    every collective's *_perf on device buffers, 2 and 4 ranks, as
@@ -82,6 +84,8 @@ say "|---|---|---|---|"
 tl="$B/lib/test:$LD_LIBRARY_PATH" # cmocka and the CUDA runtime, for the unit tests only
 step unit_reduce_math 60 env LD_LIBRARY_PATH="$tl" "$B/bin/test_reduce_math"
 step unit_cuda_loader 60 env LD_LIBRARY_PATH="$tl" "$B/bin/test_cuda_loader"
+step unit_memcheck 60 env LD_LIBRARY_PATH="$tl" "$B/bin/test_memcheck"
+step unit_exec 60 env LD_LIBRARY_PATH="$tl" "$B/bin/test_exec"
 step unit_p2p 150 env LD_LIBRARY_PATH="$tl" "$B/bin/test_p2p"
 gpu=1
 grep -q "skipped: the p2p transport needs a GPU" "$OUT/unit_p2p.log" && gpu=0
