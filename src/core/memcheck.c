@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "device/memtype.h"
 #include "misc/log.h"
 
 /* Whether comm and stream can run a call on device memory; if not, why
@@ -17,8 +16,8 @@ static int collCanRunDevice(collComm_t comm, collStream_t stream, const char** w
   return 0;
 }
 
-collResult_t collCheckCallMemory(collComm_t comm, collStream_t stream, const char* fn, const void* sendbuff,
-                                 const void* recvbuff) {
+collResult_t collCheckCallMemoryTypes(collComm_t comm, collStream_t stream, const char* fn, const void* sendbuff,
+                                      const void* recvbuff) {
   const void* bufs[2] = {sendbuff, recvbuff};
   const char* names[2] = {"sendbuff", "recvbuff"};
   collMemInfo call;

@@ -10,6 +10,7 @@
 #define COLL_CORE_MEMCHECK_H_
 
 #include "coll.h"
+#include "device/memtype.h"
 
 /* Classifies sendbuff and recvbuff (NULL: a buffer this rank does not use,
  * or count 0; it is not looked at) with collMemCheckCall (device/memtype.h).
@@ -23,9 +24,19 @@
  *    memory of GPU 0; this communicator runs host memory only: ...");
  *  - collSystemError: the driver's pointer query failed (names the buffer
  *    and the CUDA error).
- * Costs one collCudaDriverPresent look (~20 ns) while the process has no
- * CUDA driver mapped. Thread-safe. */
-collResult_t collCheckCallMemory(collComm_t comm, collStream_t stream, const char* fn, const void* sendbuff,
-                                 const void* recvbuff);
+ * Costs one collMemAllHost look (a coarse clock read, inline) while the
+ * process has no CUDA driver mapped. Thread-safe. */
+static inline collResult_t collCheckCallMemory(collComm_t comm, collStream_t stream, const char* fn,
+                                               const void* sendbuff, const void* recvbuff);
+
+/* The part after the first look (memcheck.c). */
+collResult_t collCheckCallMemoryTypes(collComm_t comm, collStream_t stream, const char* fn, const void* sendbuff,
+                                      const void* recvbuff);
+
+static inline collResult_t collCheckCallMemory(collComm_t comm, collStream_t stream, const char* fn,
+                                               const void* sendbuff, const void* recvbuff) {
+  if (collMemAllHost()) return collSuccess;
+  return collCheckCallMemoryTypes(comm, stream, fn, sendbuff, recvbuff);
+}
 
 #endif

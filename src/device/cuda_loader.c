@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "misc/log.h"
 #include "misc/param.h"
@@ -28,6 +29,11 @@
 
 static _Atomic unsigned long long collCudaSeenAdds = ~0ull; /* dlpi_adds at the last full scan */
 static atomic_int collCudaMapped;                           /* found once: stays 1 */
+/* CLOCK_MONOTONIC_COARSE (ns) when a look last found no driver: until the
+ * clock ticks again (1-10 ms), the answer stays 0 without a look. Device
+ * memory cannot appear that fast after the library is mapped: creating a
+ * CUDA context alone takes tens of milliseconds. */
+static _Atomic long long collCudaQuietTick = -1;
 
 static int collCudaAddsCb(struct dl_phdr_info* info, size_t size, void* data) {
   (void)size;
@@ -55,8 +61,9 @@ static int collCudaFindCb(struct dl_phdr_info* info, size_t size, void* data) {
   return 0;
 }
 
-int collCudaDriverPresent(void) {
-  if (atomic_load_explicit(&collCudaMapped, memory_order_acquire)) return 1;
+/* Looks at the loaded objects (only when something was loaded since the
+ * last look): 1 when the driver library is among them. */
+static int collCudaScan(void) {
   unsigned long long adds = 0;
   dl_iterate_phdr(collCudaAddsCb, &adds);
   if (adds == atomic_load_explicit(&collCudaSeenAdds, memory_order_relaxed)) return 0;
@@ -67,6 +74,17 @@ int collCudaDriverPresent(void) {
   dl_iterate_phdr(collCudaFindCb, &found);
   if (found) atomic_store_explicit(&collCudaMapped, 1, memory_order_release);
   atomic_store_explicit(&collCudaSeenAdds, adds, memory_order_relaxed);
+  return found;
+}
+
+int collCudaDriverPresent(void) {
+  if (atomic_load_explicit(&collCudaMapped, memory_order_acquire)) return 1;
+  struct timespec ts;
+  long long tick = clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) == 0 ? (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec
+                                                                    : -1;
+  if (tick >= 0 && tick == atomic_load_explicit(&collCudaQuietTick, memory_order_acquire)) return 0;
+  int found = collCudaScan();
+  if (!found && tick >= 0) atomic_store_explicit(&collCudaQuietTick, tick, memory_order_release);
   return found;
 }
 
@@ -168,6 +186,7 @@ static void collCudaLoadOnce(void) {
     return;
   }
   /* the handle stays open: a CUDA driver cannot be unloaded safely */
+  atomic_store_explicit(&collCudaMapped, 1, memory_order_release);
   collCuGetProc getProc = (collCuGetProc)dlsym(h, "cuGetProcAddress_v2");
   collCuInitFn init = (collCuInitFn)dlsym(h, "cuInit");
   collCuVersionFn version = (collCuVersionFn)dlsym(h, "cuDriverGetVersion");

@@ -39,10 +39,13 @@ collResult_t collCudaLoadQuiet(void);
 const char* collCudaLoadMessage(void);
 
 /* Without loading anything: 1 when this process has the CUDA driver
- * library mapped (someone, e.g. the CUDA runtime, loaded it), 0 when not.
- * While it is 0 no pointer can be device memory. Costs one
- * dl_iterate_phdr() call (~20 ns) when nothing was loaded since the last
- * check. Thread-safe. */
+ * library mapped (someone, e.g. the CUDA runtime, loaded it; coll's own
+ * load is seen at once), 0 when not. While it is 0 no pointer can be
+ * device memory. A library someone else maps is seen within one tick of
+ * CLOCK_MONOTONIC_COARSE (1-10 ms; creating a CUDA context, needed before
+ * any device memory exists, takes far longer): within a tick the answer 0
+ * costs one coarse clock read (a few ns), else one dl_iterate_phdr() call
+ * when nothing was loaded since the last look. Thread-safe. */
 int collCudaDriverPresent(void);
 
 /* Name and description of a CUresult ("CUDA_ERROR_NO_DEVICE", "no

@@ -13,6 +13,10 @@ static _Atomic(collMemQueryHook) collMemHook;
 
 void collMemSetQueryHook(collMemQueryHook fn) { atomic_store(&collMemHook, fn); }
 
+int collMemAllHost(void) {
+  return !atomic_load_explicit(&collMemHook, memory_order_acquire) && !collCudaDriverPresent();
+}
+
 const char* collMemDescribe(const collMemInfo* m, char* buf, int size) {
   if (m->kind == COLL_MEM_DEVICE) snprintf(buf, (size_t)size, "CUDA device memory of GPU %d", m->device);
   else if (m->kind == COLL_MEM_MANAGED) snprintf(buf, (size_t)size, "CUDA managed memory of GPU %d", m->device);
@@ -66,8 +70,7 @@ collResult_t collMemCheckCall(const char* fn, int n, const void* const* bufs, co
                               collMemInfo* info) {
   collMemInfo first = {COLL_MEM_HOST, -1, 0}, m;
   int firstIdx = -1;
-  /* the host-only process: one look for the driver, no query per buffer */
-  if (!atomic_load_explicit(&collMemHook, memory_order_acquire) && !collCudaDriverPresent()) n = 0;
+  if (collMemAllHost()) n = 0; /* the host-only process: no query per buffer */
   for (int i = 0; i < n; i++) {
     if (!bufs[i]) continue;
     collResult_t r = collMemQuery(bufs[i], &m);

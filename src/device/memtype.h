@@ -7,7 +7,7 @@
  * memory is what cudaMalloc / cuMemAlloc / cuMemMap return, on one GPU;
  * managed memory (cudaMallocManaged) counts as memory of the GPU the driver
  * names for it. While this process has not mapped the CUDA driver library,
- * no pointer can be device memory and the answer costs ~20 ns without
+ * no pointer can be device memory and the answer costs a few ns without
  * loading anything (cuda_loader.h, collCudaDriverPresent).
  */
 #ifndef COLL_DEVICE_MEMTYPE_H_
@@ -46,6 +46,10 @@ collResult_t collMemQuery(const void* p, collMemInfo* info);
  * Thread-safe. */
 collResult_t collMemCheckCall(const char* fn, int n, const void* const* bufs, const char* const* names,
                               collMemInfo* info);
+
+/* 1 when no pointer can be device memory now (no CUDA driver mapped in
+ * this process, no test hook): the cheap first look of every call. */
+int collMemAllHost(void);
 
 /* Test hook: while fn is set, collMemQuery answers fn(p, info) for every
  * non-NULL p (info comes filled as host memory) instead of asking the
