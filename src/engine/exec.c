@@ -38,7 +38,7 @@ void collExecFree(char* buf, int bufMem) {
 }
 
 collResult_t collExecGrow(const collExecutor* e, char** buf, size_t* have, int* bufMem, size_t need) {
-  if (need <= *have && (*bufMem == e->mem || *have == 0)) return collSuccess;
+  if (!collExecGrowMoves(e, *have, *bufMem, need)) return collSuccess;
   if (e->mem == COLL_MEM_HOST && *bufMem == COLL_MEM_HOST) {
     char* n = realloc(*buf, need);
     if (!n) return collSetError(collSystemError, "engine: cannot allocate %zu bytes", need);

@@ -66,6 +66,12 @@ collResult_t collExecAvgFinish(const collExecutor* e, void* buf, size_t n, int n
  * *buf is unchanged. Errors: collSystemError naming the size. */
 collResult_t collExecGrow(const collExecutor* e, char** buf, size_t* have, int* bufMem, size_t need);
 
+/* 1 when collExecGrow(e, ., &have, &bufMem, need) would move the buffer
+ * (what was registered at the old address must be forgotten first). */
+static inline int collExecGrowMoves(const collExecutor* e, size_t have, int bufMem, size_t need) {
+  return need > have || (have > 0 && bufMem != e->mem);
+}
+
 /* Frees a buffer of collExecGrow by its memory type. */
 void collExecFree(char* buf, int bufMem);
 
