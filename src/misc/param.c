@@ -158,9 +158,11 @@ static void collParamLoad(void) {
         collIntSet[i] = 1;
         v = x;
         if (x < d->min || (k == 2 && x < 0)) {
-          v = d->min;
-          snprintf(w, wl, "%s=%s is below the minimum %lld; using %lld", d->name, s, (long long)d->min,
-                   (long long)d->min);
+          /* the default, not the minimum: a minimum often has a meaning of
+           * its own (COLL_TIMEOUT=0: no deadline) that a typo must not pick */
+          v = d->def;
+          collIntSet[i] = 0;
+          snprintf(w, wl, "%s=%s is below the minimum %lld; using %s", d->name, s, (long long)d->min, dflt);
         } else if (x > d->max || k == 2) {
           v = d->max;
           snprintf(w, wl, "%s=%s is above the maximum %lld; using %lld", d->name, s, (long long)d->max,
