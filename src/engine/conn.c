@@ -126,7 +126,7 @@ collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** o
   const collNet_v2_t* net = collPeerNet(comm, peer);
   void* sc = NULL;
   for (;;) {
-    collResult_t r = net->connect(comm->netDev, comm->peers[peer].netHandle[comm->peerKind[peer]], &sc);
+    collResult_t r = net->connect(comm->netDev[comm->peerKind[peer]], collPeerHandle(comm, peer), &sc);
     if (r != collSuccess)
       return collSetError(r, "rank %d: cannot connect to rank %d on %s (channel %d): %s", comm->rank, peer,
                           comm->peers[peer].host, channel, collLastErrorMessage());
@@ -253,7 +253,7 @@ void collEngineCloseConnsWhy(collComm_t comm, char* why, size_t whySize) {
   /* no connection is ever made again: the listeners go too, with whatever
    * waits in their backlog (a connection's memory travels with it), and
    * peers that try to connect now are refused at once */
-  for (int k = 0; k < COLL_NET_KINDS; k++)
+  for (int k = 0; k < COLL_NET_SLOTS; k++)
     if (comm->listenComms[k]) {
       comm->nets[k]->closeListen(comm->listenComms[k]);
       comm->listenComms[k] = NULL;

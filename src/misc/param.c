@@ -69,7 +69,7 @@ static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
     [COLL_SPARAM_SOCKET_IFNAME] = {"COLL_SOCKET_IFNAME", NULL, "interfaces to use: prefix list, ^ excludes, = exact (e.g. eth, ^docker, =eth0)"},
     [COLL_SPARAM_SOCKET_FAMILY] = {"COLL_SOCKET_FAMILY", NULL, "AF_INET or AF_INET6 to force an address family"},
     [COLL_SPARAM_COMM_ID] = {"COLL_COMM_ID", NULL, "host:port of the rendezvous (rank 0 listens) for collCommInitFromEnv / collGetUniqueId"},
-    [COLL_SPARAM_NET] = {"COLL_NET", NULL, "transport for the data path: tcp (default) or loopback (ranks as threads of one process)"},
+    [COLL_SPARAM_NET] = {"COLL_NET", NULL, "network transport: unset = each pair of ranks on different nodes takes ib when both have a usable HCA, else tcp (shm inside a node); ib, tcp or loopback (ranks as threads of one process) forces one"},
     [COLL_SPARAM_DEBUG] = {"COLL_DEBUG", NULL, "log level: WARN, INFO, TRACE (VERSION = WARN); unset: nothing but warnings about settings not used as given"},
     [COLL_SPARAM_DEBUG_SUBSYS] = {"COLL_DEBUG_SUBSYS", NULL, "subsystems to log: INIT,BOOT,NET,COLL,ENGINE,TUNE,ENV,ALL (^ excludes)"},
     [COLL_SPARAM_DEBUG_FILE] = {"COLL_DEBUG_FILE", NULL, "write logs to this file (%h host, %p pid) instead of stderr (stderr, with a warning, if it cannot be opened)"},
