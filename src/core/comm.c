@@ -303,7 +303,7 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
   for (int k = 0; k < COLL_NET_SLOTS; k++) {
     const collNet_v2_t* net = list.nets[k];
     if (!net) continue;
-    comm->netDev[k] = collNetPickDev(net);
+    comm->netDev[k] = collNetPickDev(net, comm->rank);
     r = net->listen(comm->netDev[k], me->netHandle[k], &comm->listenComms[k]);
     int later = 0; /* a network transport after this one */
     for (int j = k + 1; j < COLL_NET_SLOTS; j++) later |= list.nets[j] != NULL;

@@ -8,10 +8,12 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "misc/log.h"
 #include "misc/param.h"
+#include "topo/topo.h"
 #if COLL_HAVE_IB
 #include "transports/ib/ib.h"
 #endif
@@ -263,9 +265,30 @@ int collNetPairSlot(const collNetList* list, const collPeerInfo* infos, int me, 
   return -1;
 }
 
-int collNetPickDev(const collNet_v2_t* net) {
-  (void)net;
-  return 0;
+int collNetPickDev(const collNet_v2_t* net, int rank) {
+  enum { MAXDEV = 64 };
+  int ndev = 0;
+  if (net->devices(&ndev) != collSuccess || ndev <= 1) {
+    collClearError();
+    return 0;
+  }
+  if (ndev > MAXDEV) ndev = MAXDEV;
+  collNetProperties_t* props = calloc((size_t)ndev, sizeof *props);
+  const char* paths[MAXDEV];
+  if (!props) return 0;
+  for (int d = 0; d < ndev; d++) {
+    if (net->getProperties(d, &props[d]) != collSuccess) {
+      collClearError();
+      memset(&props[d], 0, sizeof props[d]);
+    }
+    paths[d] = props[d].pciPath;
+  }
+  char why[200];
+  int dev = collTopoPickNetDev(paths, ndev, rank, why, sizeof why);
+  COLL_INFO(COLL_SUB_INIT, "rank %d: %s device %d of %d, %s: nearest to the rank: %s", rank, net->name, dev, ndev,
+            props[dev].name, why);
+  free(props);
+  return dev;
 }
 
 /* Names of the transports a rank published, for messages. */

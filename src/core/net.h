@@ -50,8 +50,9 @@ collResult_t collNetGetInter(const char* name, const collNet_v2_t** out);
  * (then it carries everything), or when shm cannot work here (logged). */
 const collNet_v2_t* collNetGetIntra(const collNet_v2_t* inter);
 /* The device of `net` this rank listens and connects on: the one nearest
- * to the rank in the topology when the transport has several. */
-int collNetPickDev(const collNet_v2_t* net);
+ * to the rank in the topology (collTopoPickNetDev, by the devices' PCI
+ * paths) when the transport has several; logged at INFO. */
+int collNetPickDev(const collNet_v2_t* net, int rank);
 /* Fills comm->peerKind (collNetPairSlot for every rank, itself included),
  * comm->interSlot, and closes the listeners no pair uses (a port each).
  * collSystemError naming the peer when a pair has no transport. */
