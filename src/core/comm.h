@@ -78,6 +78,8 @@ struct collComm {
   uint8_t* peerKind; /* [nranks]: the slot of nets[] that carries traffic with each rank */
   int netDev[COLL_NET_SLOTS]; /* device of each transport this rank listens and connects on */
   int interSlot;     /* the network transport of most of this rank's pairs (its NIC: topology, tuner) */
+  uint8_t netReg[COLL_NET_SLOTS]; /* the transport needs registered memory (engine/reg.h) */
+  struct collEngineReg* reg;      /* registration caches (engine/reg.c); NULL until first needed */
   /* node layout (ranks grouped by host hash, COLL_HOSTID overrides) */
   int* rankNode;     /* [nranks]: node index, numbered by first rank */
   int nnodes, node, localRank;

@@ -216,6 +216,14 @@ void collNetForgetIb(void) {
   pthread_mutex_unlock(&collNetLock);
 }
 
+/* Which transports of the list take registered memory from the engine. */
+static collResult_t collNetMarkReg(collNetList* l) {
+  for (int k = 0; k < COLL_NET_SLOTS; k++)
+    l->needsReg[k] = l->nets[k] && l->nets[k] != &collNetTcp && l->nets[k] != &collNetShm &&
+                     l->nets[k] != &collNetLoopback;
+  return collSuccess;
+}
+
 collResult_t collNetGetList(const char* name, collNetList* out) {
   memset(out, 0, sizeof *out);
   const collNet_v2_t* net = NULL;
@@ -227,7 +235,7 @@ collResult_t collNetGetList(const char* name, collNetList* out) {
   out->canConnect[0] = collCanSameNode;
   out->nets[k] = net;
   out->canConnect[k++] = collCanAny;
-  if (name) return collSuccess;
+  if (name) return collNetMarkReg(out);
 #if COLL_HAVE_IB
   const collNet_v2_t* ib = collNetProbeIb();
   if (ib && ib != net) {
@@ -246,7 +254,7 @@ collResult_t collNetGetList(const char* name, collNetList* out) {
     out->nets[1] = out->nets[2];
     out->nets[2] = net;
   }
-  return collSuccess;
+  return collNetMarkReg(out);
 }
 
 int collNetPairSlot(const collNetList* list, const collPeerInfo* infos, int me, int peer, int sameNode) {

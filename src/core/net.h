@@ -14,6 +14,7 @@ typedef int (*collNetCanConnectFn)(const collPeerInfo* a, const collPeerInfo* b,
 typedef struct {
   const collNet_v2_t* nets[COLL_NET_SLOTS]; /* NULL: slot unused */
   collNetCanConnectFn canConnect[COLL_NET_SLOTS];
+  int needsReg[COLL_NET_SLOTS]; /* buffers must be registered (ib, plugins; not tcp, shm, loopback) */
   int forced; /* the network transport was named (COLL_NET / config.netName) */
 } collNetList;
 

@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "engine/mailbox.h"
 #include "engine/progress.h"
+#include "engine/reg.h"
 #include "misc/log.h"
 #include "misc/param.h"
 #include "misc/socket.h"
@@ -242,6 +243,7 @@ static void collConnClose(collComm_t comm, int peer, collResult_t (*fn)(void*), 
 
 void collEngineCloseConnsWhy(collComm_t comm, char* why, size_t whySize) {
   collMailboxMarkFailed(comm);
+  collEngineRegFree(comm); /* deregistration goes through the connections */
   if (!comm->conns || !comm->peerKind) return;
   for (int i = 0; i < comm->maxChannels * comm->nranks; i++) {
     int peer = i % comm->nranks;

@@ -63,6 +63,7 @@ static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     [COLL_PARAM_IB_RETRY_CNT] = {"COLL_IB_RETRY_CNT", 7, 0, 7, "ib: retransmissions before a send fails with 'transport retry counter exceeded' (at most 7)"},
     [COLL_PARAM_IB_QPS_PER_CONN] = {"COLL_IB_QPS_PER_CONNECTION", 1, 1, 16, "ib: queue pairs per connection; messages use them round-robin (at most 16)"},
     [COLL_PARAM_IB_REG_CACHE] = {"COLL_IB_REG_CACHE", 0, 0, 1 << 20, "ib: memory registrations of user buffers kept for reuse (LRU); 0: register each message's buffer and release it when the message completes. Only safe when the application never frees and reallocates communication buffers (a registration pins the old pages: data would go to them)"},
+    [COLL_PARAM_REG_CACHE] = {"COLL_REG_CACHE", -1, -1, 1, "registrations of the buffers the engine gives a transport that needs them (ib): -1: cached, each reuse checked against the page frames the registration pinned (/proc/self/pagemap; needs CAP_SYS_ADMIN, else per message); 0: register per message; 1: cached unchecked (only if buffers are never freed and reallocated while the communicator lives)"},
 };
 
 static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
