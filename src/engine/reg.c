@@ -188,6 +188,11 @@ void collEngineRegForget(collComm_t comm, const void* ptr, size_t bytes) {
 void collEngineRegFree(collComm_t comm) {
   struct collEngineReg* R = comm->reg;
   if (!R) return;
+  collEngineRegStats s;
+  collEngineRegGetStats(comm, &s);
+  static const char* const modes[] = {"per message", "cached, checked against page frames", "cached unchecked"};
+  COLL_INFO(COLL_SUB_NET, "rank %d: registrations (%s): %llu hits, %llu registered, %llu invalidated, %llu evicted",
+            comm->rank, modes[s.mode], s.hits, s.misses, s.invalidations, s.evictions);
   for (int k = 0; k < COLL_NET_SLOTS; k++) collRegCacheDestroy(R->cache[k]);
   free(R);
   comm->reg = NULL;
