@@ -20,6 +20,9 @@
  *    1: cache without the check (the application never frees or remaps a
  *      buffer it passed to coll while the communicator lives, as caching
  *      allocators do).
+ * Host memory only today; CUDA buffers (the p2p and GPUDirect paths) will
+ * key their entries by the allocation's buffer id
+ * (CU_POINTER_ATTRIBUTE_BUFFER_ID) instead of page frames.
  * A failed registration is not an error here: the handle is NULL and the
  * transport registers the buffer itself. Not thread-safe per communicator
  * (the engine runs one operation at a time on it).
