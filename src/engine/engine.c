@@ -15,6 +15,7 @@
 #include "algorithms/patterns/renumber.h"
 #include "engine/mailbox.h"
 #include "engine/progress.h"
+#include "engine/reg.h"
 #include "misc/log.h"
 #include "obs/obs.h"
 #include "reduce/reduce.h"
@@ -22,6 +23,7 @@
 
 typedef struct {
   void* req;
+  void* reg; /* registration of the buffer (engine/reg.h) until done */
   size_t stagingOff;
   uint8_t state; /* 0 not posted, 1 posted, 2 done */
 } collStepState;
@@ -108,6 +110,9 @@ static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, co
       }
     if (off > need) need = off;
   }
+  size_t scratchNeed = (size_t)s->scratchBlocks * run->sliceCount * x->esize;
+  if (need > ch->stagingBytes) collEngineRegForget(comm, ch->staging, ch->stagingBytes); /* moves */
+  if (scratchNeed > ch->scratchBytes) collEngineRegForget(comm, ch->scratch, ch->scratchBytes);
   if ((r = collGrow(&ch->staging, &ch->stagingBytes, need)) != collSuccess) return r;
   if ((r = collGrow(&ch->scratch, &ch->scratchBytes, (size_t)s->scratchBlocks * run->sliceCount * x->esize)) !=
       collSuccess)
@@ -168,11 +173,13 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
       if (n == 0) {
         st[i].state = 2;
       } else if (step->kind == COLL_STEP_SEND) {
-        r = net->isend(conn->sendComm, collRegionPtr(x, ch, run, &step->src), bytes, 0, NULL, &st[i].req);
-      } else if (step->kind == COLL_STEP_RECV) {
-        r = net->irecv(conn->recvComm, collRegionPtr(x, ch, run, &step->dst), bytes, 0, NULL, &st[i].req);
-      } else if (step->kind == COLL_STEP_RECV_REDUCE) {
-        r = net->irecv(conn->recvComm, ch->staging + st[i].stagingOff, bytes, 0, NULL, &st[i].req);
+        char* p = collRegionPtr(x, ch, run, &step->src);
+        r = net->isend(conn->sendComm, p, bytes, 0, collEngineReg(comm, step->peer, conn->sendComm, p, bytes, &st[i].reg),
+                       &st[i].req);
+      } else if (step->kind == COLL_STEP_RECV || step->kind == COLL_STEP_RECV_REDUCE) {
+        char* p = step->kind == COLL_STEP_RECV ? collRegionPtr(x, ch, run, &step->dst) : ch->staging + st[i].stagingOff;
+        r = net->irecv(conn->recvComm, p, bytes, 0, collEngineReg(comm, step->peer, conn->recvComm, p, bytes, &st[i].reg),
+                       &st[i].req);
       } else if (step->kind == COLL_STEP_COPY) {
         memmove(collRegionPtr(x, ch, run, &step->dst), collRegionPtr(x, ch, run, &step->src), bytes);
         st[i].state = 2;
@@ -204,6 +211,7 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
       if (done) {
         st[i].state = 2;
         progressed = 1;
+        collEngineRegDone(comm, step->peer, &st[i].reg);
         if (step->kind != COLL_STEP_SEND && got != bytes) {
           *err = collSetError(collRemoteError,
                               "rank %d: rank %d (%s) sent %zu bytes where %zu were expected "

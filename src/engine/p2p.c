@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "engine/progress.h"
+#include "engine/reg.h"
 #include "misc/log.h"
 #include "obs/obs.h"
 #include "reduce/reduce.h"
@@ -24,6 +25,7 @@ typedef struct {
   int qi;      /* current transfer */
   size_t k;    /* current slice of it */
   void* req;
+  void* reg;   /* registration of the slice's buffer (engine/reg.h) until done */
 } collLane;
 
 static size_t collP2pBytes(const collOp* o) { return o->count * collTypeSize(o->dtype); }
@@ -69,8 +71,9 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
     void* nc = l->isRecv ? conn->recvComm : conn->sendComm;
     const collNet_v2_t* net = collPeerNet(comm, l->peer);
     if (!l->req) {
-      collResult_t r = l->isRecv ? net->irecv(nc, (char*)o->recvbuff + off, len, 0, NULL, &l->req)
-                                 : net->isend(nc, (const char*)o->sendbuff + off, len, 0, NULL, &l->req);
+      char* p = l->isRecv ? (char*)o->recvbuff + off : (char*)(uintptr_t)o->sendbuff + off;
+      void* mh = collEngineReg(comm, l->peer, nc, p, len, &l->reg);
+      collResult_t r = l->isRecv ? net->irecv(nc, p, len, 0, mh, &l->req) : net->isend(nc, p, len, 0, mh, &l->req);
       if (r != collSuccess) {
         *err = collSetError(r, "rank %d: posting to rank %d (%s) failed: %s", comm->rank, l->peer,
                             collCommPeerHost(comm, l->peer), collLastErrorMessage());
@@ -94,6 +97,7 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
       collIdleAdd(idle, net, nc, l->isRecv ? POLLIN : POLLOUT);
       break;
     }
+    collEngineRegDone(comm, l->peer, &l->reg);
     if (l->isRecv && got != len) {
       *err = collSetError(collRemoteError,
                           "rank %d: rank %d (%s) sent %zu bytes where the receive expected %zu (count mismatch)",
