@@ -56,6 +56,8 @@ collResult_t collObsInit(collComm_t comm) {
   int64_t want = collParamInt(COLL_PARAM_FR_ENTRIES);
   o->frSize = 1;
   while ((int64_t)o->frSize < want) o->frSize <<= 1;
+  o->frMask = o->frSize - 1;
+  o->mbLeft = 1;
   o->peers = calloc((size_t)comm->nranks, sizeof *o->peers);
   o->fr = calloc(o->frSize, sizeof *o->fr); /* COLL_FR_ENTRIES=0: one slot, overwritten every call */
   if (!o->peers || !o->fr) {
@@ -80,6 +82,8 @@ collResult_t collObsStart(collComm_t comm) {
   o->collSeq = o->p2pSeq = 0;
   o->frNext = 0;
   o->cur = &o->fr[0];
+  o->curBits = 0;
+  o->mbLeft = 1;
   o->waitSinceNs = 0;
   o->tInitNs = collObsNowNs();
   const char* trace = collParamStr(COLL_SPARAM_TRACE_FILE);
@@ -173,15 +177,44 @@ static void collObsCloseSlots(collComm_t comm, uint64_t now) {
     }
 }
 
+/* The record of a collective that ended, failed or waited before its
+ * algorithm was known. */
+void collObsMaterialize(struct collObs* o, collComm_t comm) {
+  if (o->curBits != COLL_OBS_CUR_PENDING) return;
+  collObsRecordOp(o, comm, o->curOp, COLL_OBS_ALGO_NONE, 0);
+  o->curN = 1;
+  o->curBits = COLL_OBS_ALGO_NONE;
+}
+
+void collObsOpAlgoSlow(collComm_t comm, const collOp* op, int algo, int nch, size_t chunk) {
+  struct collObs* o = comm->obs;
+  collObsRecordOp(o, comm, op, algo, nch);
+  collObsRecord* e = o->cur;
+  if (algo == COLL_OBS_ALGO_MAILBOX) o->mbLeft = o->events ? 1 : COLL_OBS_MB_SAMPLE;
+  o->curN = 1;
+  o->curBits = (uint32_t)algo | COLL_OBS_CUR_TIMED;
+  COLL_OBS_SET(e->chunk, (uint64_t)chunk);
+  COLL_OBS_SET(e->tStartNs, collObsNowNs());
+  COLL_OBS_SET(e->timed, 1);
+  if (o->events) collObsEvOp(comm, 1, collSuccess);
+}
+
 void collObsOpEndSlow(collComm_t comm, const collOp* op, collResult_t r) {
   struct collObs* o = comm->obs;
+  collObsMaterialize(o, comm);
   collObsRecord* e = o->cur;
   int algo = (int)(o->curBits & 0xff), timed = (o->curBits & COLL_OBS_CUR_TIMED) != 0;
-  uint64_t now = timed || o->waitSinceNs || o->events ? collObsNowNs() : 0;
-  collObsCloseWait(o, now);
+  uint64_t now = timed || o->events ? collObsNowNs() : 0;
+  collObsCloseWait(o, now ? now : o->waitLastNs);
   if (timed) COLL_OBS_SET(e->tEndNs, now);
-  collObsCount(o, e, op, algo, now - e->tStartNs, timed, r);
-  COLL_OBS_SET(o->collSeq, o->collSeq + 1);
+  if (o->curBits & COLL_OBS_CUR_FAST) { /* counted at its start: it failed */
+    if (r != collSuccess) COLL_OBS_ADD(o->coll[e->fn][algo].failed, 1);
+    COLL_OBS_SET(e->state, (uint8_t)(r == collSuccess ? COLL_OBS_REC_DONE : COLL_OBS_REC_FAILED));
+  } else {
+    collObsCount(o, e, op, algo, now - e->tStartNs, timed, r);
+    COLL_OBS_SET(o->collSeq, o->collSeq + 1);
+  }
+  o->curBits = 0;
   if (o->events) {
     if (r != collSuccess) collObsCloseSlots(comm, now);
     if (o->ev->trace) collObsTraceOp(o->ev->trace, e, e->tStartNs ? e->tStartNs : now, now, 1, op);
@@ -197,8 +230,9 @@ void collObsP2pBeginImpl(collComm_t comm, const collOp* ops, int n) {
     COLL_OBS_SET(o->frNext, o->frNext + 1);
     if (i == 0) o->cur = e;
     collObsRecord w;
+    memset(&w, 0, sizeof w);
     w.fn = (uint8_t)ops[i].fn;
-    w.dtype = (uint8_t)ops[i].dtype;
+    w.dtype = (int32_t)ops[i].dtype;
     w.op = 0;
     w.state = COLL_OBS_REC_RUNNING;
     w.algo = COLL_OBS_ALGO_P2P;
@@ -208,6 +242,7 @@ void collObsP2pBeginImpl(collComm_t comm, const collOp* ops, int n) {
     w.peer = ops[i].peer;
     w.waitPeer = -1;
     COLL_OBS_SET(e->meta, w.meta);
+    COLL_OBS_SET(e->dtypeOp, w.dtypeOp);
     COLL_OBS_SET(e->peers, w.peers);
     COLL_OBS_SET(e->seq, o->p2pSeq);
     COLL_OBS_SET(e->count, (uint64_t)ops[i].count);
@@ -273,6 +308,7 @@ void collObsP2pEndImpl(collComm_t comm, const collOp* ops, int n, collResult_t r
 void collObsWaitingImpl(collComm_t comm, int waitPeer, double nowSec) {
   struct collObs* o = comm->obs;
   if (!o) return;
+  collObsMaterialize(o, comm);
   uint64_t now = (uint64_t)(nowSec * 1e9);
   if (!o->waitSinceNs) {
     o->waitSinceNs = now;
@@ -309,8 +345,10 @@ void collObsFailureImpl(collComm_t comm, collResult_t r, const char* msg) {
   if (!o || o->failed) return;
   o->failed = 1;
   snprintf(o->error, sizeof o->error, "%s (%s)", msg ? msg : "", collGetErrorString(r));
-  for (int i = 0; i < o->curN; i++) {
-    collObsRecord* e = &o->fr[(o->frNext - (uint64_t)(o->curN - i)) & (o->frSize - 1)];
+  collObsMaterialize(o, comm);
+  int n = (o->curBits & 0xff) == COLL_OBS_ALGO_P2P ? o->curN : 1;
+  for (int i = 0; i < n && o->curBits; i++) {
+    collObsRecord* e = &o->fr[(o->frNext - (uint64_t)(n - i)) & o->frMask];
     if (e->state == COLL_OBS_REC_RUNNING) COLL_OBS_SET(e->state, COLL_OBS_REC_FAILED);
   }
   if (collParamStr(COLL_SPARAM_FR_FILE))
@@ -354,7 +392,7 @@ void collObsEvOp(collComm_t comm, int begin, collResult_t r) {
   d.type = collProfileColl;
   d.parentObj = ev->groupHandle;
   d.rank = comm->rank;
-  d.coll.seqNumber = o->collSeq;
+  d.coll.seqNumber = e->seq;
   d.coll.func = collObsFnName(e->fn);
   d.coll.count = e->count;
   d.coll.datatype = (collDataType_t)e->dtype;
