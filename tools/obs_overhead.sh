@@ -10,14 +10,15 @@
 # with N and 3N iterations; the difference of the two runs' instruction
 # counts over the difference of their calls (2 per iteration: out of place
 # and in place) is the cost of one call, init and teardown cancelled. Waits
-# are left out: they are counted apart (collIdleStep, inclusive), since how
-# often a rank finds its peer not ready yet depends on scheduling, not on
-# the code. COLL_SPIN_US=0 makes every wait a futex sleep (no spinning that
-# callgrind would count). -y 1: calls on the caller's thread (NULL stream);
+# are left out: they are counted apart (mbWaitAll, inclusive: the 8 B call
+# goes through the mailbox), since how often a rank polls its peer before it
+# is ready depends on scheduling, not on the code, and instructions run while
+# waiting add no latency. COLL_SPIN_US=0 (unless set in the environment)
+# makes every wait a futex sleep. -y 1: calls on the caller's thread (NULL stream);
 # -y 0: through a stream and its progress thread. -k keeps the callgrind
 # files (in the printed directory).
 set -euo pipefail
-on=build off=build-noobs iters=2000 ynull=1 keep=0
+on=build off=build-noobs iters=2000 ynull=1 keep=0 spin=${COLL_SPIN_US:-0}
 while getopts "a:b:n:y:k" c; do
   case $c in
     a) on=$OPTARG ;;
@@ -25,7 +26,7 @@ while getopts "a:b:n:y:k" c; do
     n) iters=$OPTARG ;;
     y) ynull=$OPTARG ;;
     k) keep=1 ;;
-    *) sed -n 2,19p "$0" >&2; exit 2 ;;
+    *) sed -n 2,21p "$0" >&2; exit 2 ;;
   esac
 done
 command -v valgrind >/dev/null || { echo "obs_overhead: valgrind not found" >&2; exit 77; }
@@ -36,7 +37,7 @@ dir=$(mktemp -d /tmp/coll-obs-overhead.XXXXXX)
 [ "$keep" = 1 ] || trap 'rm -rf "$dir"' EXIT
 run() { # build tag iterations
   mkdir -p "$dir/$2"
-  COLL_SPIN_US=0 valgrind --tool=callgrind --callgrind-out-file="$dir/$2/cg.%p" \
+  COLL_SPIN_US=$spin valgrind --tool=callgrind --callgrind-out-file="$dir/$2/cg.%p" \
     "$1/benchmarks/allreduce_perf" -np 2 -b 8 -e 8 -c 0 -w 20 -y "$ynull" -n "$3" >"$dir/$2.log" 2>&1 ||
     { echo "obs_overhead: $1 -n $3 failed:" >&2; tail -20 "$dir/$2.log" >&2; exit 1; }
 }
@@ -60,7 +61,7 @@ def ranks(tag):
                 continue
             v = int(m.group(1).replace(",", ""))
             if m.group(2) == "PROGRAM TOTALS": tot = v
-            elif m.group(2).endswith(":collIdleStep"): idle += v
+            elif m.group(2).endswith(":mbWaitAll"): idle += v
         rows.append((tot, idle))
     rows.sort()
     return rows[-2:]

@@ -66,7 +66,8 @@ collResult_t collObsInit(collComm_t comm) {
     free(o);
     return collSetError(collSystemError, "init: out of memory (counters)");
   }
-  o->cur = &o->fr[0];
+  o->cur = o->frCur = &o->fr[0];
+  o->frEnd = o->fr + o->frSize;
   o->tInitNs = collObsNowNs();
   __atomic_store_n(&comm->obs, o, __ATOMIC_RELEASE);
   return collSuccess;
@@ -81,7 +82,7 @@ collResult_t collObsStart(collComm_t comm) {
   memset(o->fr, 0, sizeof *o->fr * o->frSize);
   o->collSeq = o->p2pSeq = 0;
   o->frNext = 0;
-  o->cur = &o->fr[0];
+  o->cur = o->frCur = &o->fr[0];
   o->curBits = 0;
   o->mbLeft = 1;
   o->waitSinceNs = 0;
@@ -99,6 +100,7 @@ collResult_t collObsStart(collComm_t comm) {
       if (r != collSuccess) return r;
     }
     o->events = ev->trace || ev->prof.mask;
+    comm->obsEvents = o->events;
   }
   if (collParamInt(COLL_PARAM_FR_SIGNAL) > 0) collObsSignalSetup();
   o->started = 1;
@@ -133,6 +135,7 @@ void collObsFree(collComm_t comm) {
     free(ev->p2pHandles);
     free(ev);
   }
+  comm->obsEvents = 0;
   __atomic_store_n(&comm->obs, NULL, __ATOMIC_RELEASE);
   free(o->peers);
   free(o->fr);
@@ -181,14 +184,14 @@ static void collObsCloseSlots(collComm_t comm, uint64_t now) {
  * algorithm was known. */
 void collObsMaterialize(struct collObs* o, collComm_t comm) {
   if (o->curBits != COLL_OBS_CUR_PENDING) return;
-  collObsRecordOp(o, comm, o->curOp, COLL_OBS_ALGO_NONE, 0);
+  collObsRecordOp(o, comm, o->curOp, COLL_OBS_ALGO_NONE, 0, 0);
   o->curN = 1;
   o->curBits = COLL_OBS_ALGO_NONE;
 }
 
 void collObsOpAlgoSlow(collComm_t comm, const collOp* op, int algo, int nch, size_t chunk) {
   struct collObs* o = comm->obs;
-  collObsRecordOp(o, comm, op, algo, nch);
+  collObsRecordOp(o, comm, op, algo, nch, 0);
   collObsRecord* e = o->cur;
   if (algo == COLL_OBS_ALGO_MAILBOX) o->mbLeft = o->events ? 1 : COLL_OBS_MB_SAMPLE;
   o->curN = 1;
@@ -226,8 +229,7 @@ void collObsP2pBeginImpl(collComm_t comm, const collOp* ops, int n) {
   struct collObs* o = comm->obs;
   uint64_t now = collObsNowNs();
   for (int i = 0; i < n; i++) {
-    collObsRecord* e = &o->fr[o->frNext & (o->frSize - 1)];
-    COLL_OBS_SET(o->frNext, o->frNext + 1);
+    collObsRecord* e = collObsNextRecord(o);
     if (i == 0) o->cur = e;
     collObsRecord w;
     memset(&w, 0, sizeof w);
@@ -305,14 +307,15 @@ void collObsP2pEndImpl(collComm_t comm, const collOp* ops, int n, collResult_t r
 }
 
 /* ---- waits ----------------------------------------------------------------------- */
-void collObsWaitingImpl(collComm_t comm, int waitPeer, double nowSec) {
+void collObsWaitingImpl(collComm_t comm, int waitPeer, double sinceSec, double nowSec) {
   struct collObs* o = comm->obs;
   if (!o) return;
   collObsMaterialize(o, comm);
   uint64_t now = (uint64_t)(nowSec * 1e9);
   if (!o->waitSinceNs) {
-    o->waitSinceNs = now;
-    COLL_OBS_SET(o->cur->tWaitNs, now);
+    uint64_t since = (uint64_t)(sinceSec * 1e9);
+    o->waitSinceNs = since > 0 && since <= now ? since : now;
+    COLL_OBS_SET(o->cur->tWaitNs, o->waitSinceNs);
   } else if (waitPeer != o->waitPeer && o->waitPeer >= 0 && o->waitPeer < o->nranks) {
     /* the wait moved on to another peer: the time so far was the last one's */
     COLL_OBS_ADD(o->peers[o->waitPeer].waitNs, now - o->waitSinceNs);

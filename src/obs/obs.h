@@ -12,15 +12,17 @@
  *   collIdleStep           collObsWaiting (at its clock reads), collObsWaitEnd
  *   collEngineFail         collObsFailure (flight-recorder dump)
  *
- * Cost: the counters are a handful of adds per transfer and per call, on
- * memory only the engine's thread writes (relaxed atomics, plain stores on
- * x86). Durations of calls that run a schedule or a send/recv batch are
- * measured on every call; of calls through the mailbox (the ~0.2 us path)
- * on one call in COLL_OBS_MB_SAMPLE (timedCalls says how many). Waits are
- * timed with the clock reads collIdleStep already makes (every 64th idle
- * poll): a wait shorter than that (about a microsecond) is not counted.
- * Building with -DCOLL_OBS=OFF (COLL_NO_OBS) compiles every hook out, to
- * measure what they cost.
+ * Cost: a call through the mailbox (the ~0.2 us path) writes its record
+ * and its counters in one place (collObsOpAlgo), where its fields are at
+ * hand: about 50 instructions with the begin/end/launch tests, against
+ * ~1140 for the call itself (tools/obs_overhead.sh; 88 before this was
+ * reworked). Durations of calls that run a schedule or a send/recv batch
+ * are measured on every call; of mailbox calls on one call in
+ * COLL_OBS_MB_SAMPLE (timedCalls says how many). Waits are timed with the
+ * clock reads collIdleStep already makes (every 64th idle poll, from the
+ * second one of a wait on): a wait with fewer than two clock reads is not
+ * counted. Building with -DCOLL_OBS=OFF (COLL_NO_OBS) compiles every hook
+ * out, to measure what they cost.
  *
  * Threads: one thread runs a communicator's engine at a time (the issuing
  * thread or the progress thread); it is the only writer. Readers (the stats
@@ -103,6 +105,8 @@ struct collObs {
   uint32_t frSize;
   uint64_t frMask;       /* frSize - 1 */
   uint64_t frNext;       /* records written so far */
+  collObsRecord* frCur;  /* the next one to write: fr[frNext & frMask] */
+  collObsRecord* frEnd;  /* fr + frSize */
   collObsRecord* cur;    /* the running operation's record (first of a p2p batch) */
   const collOp* curOp;   /* the running collective, until its record is written (COLL_OBS_CUR_PENDING) */
   uint32_t curBits;      /* its algorithm id | COLL_OBS_CUR_*; 0: between operations */
@@ -157,7 +161,7 @@ void collObsOpAlgoSlow(collComm_t comm, const collOp* op, int algo, int nch, siz
 void collObsMaterialize(struct collObs* o, collComm_t comm);
 void collObsP2pBeginImpl(collComm_t comm, const collOp* ops, int n);
 void collObsP2pEndImpl(collComm_t comm, const collOp* ops, int n, collResult_t r);
-void collObsWaitingImpl(collComm_t comm, int waitPeer, double nowSec);
+void collObsWaitingImpl(collComm_t comm, int waitPeer, double sinceSec, double nowSec);
 void collObsWaitEndImpl(collComm_t comm);
 void collObsFailureImpl(collComm_t comm, collResult_t r, const char* msg);
 
@@ -175,16 +179,19 @@ static inline void collObsP2pEnd(collComm_t comm, const collOp* ops, int n, coll
   (void)comm; (void)ops; (void)n; (void)r;
   COLL_OBS_CALL(collObsP2pEndImpl(comm, ops, n, r));
 }
-/* collIdleStep read the clock while waiting on waitPeer / progress ended a long wait. */
-static inline void collObsWaiting(collComm_t comm, int waitPeer, double nowSec) {
-  (void)comm; (void)waitPeer; (void)nowSec;
+/* collIdleStep read the clock (nowSec) while waiting on waitPeer, a wait
+ * that began at its first clock read (sinceSec); progress ended a long wait.
+ * A wait with one clock read lasted 0 by the clock: nothing to count. */
+static inline void collObsWaiting(collComm_t comm, int waitPeer, double sinceSec, double nowSec) {
+  (void)comm; (void)waitPeer; (void)sinceSec; (void)nowSec;
 #ifndef COLL_NO_OBS
+  if (nowSec == sinceSec) return;
   struct collObs* o = comm->obs;
   if (__builtin_expect(o && o->waitSinceNs && o->waitPeer == waitPeer, 1)) {
     o->waitLastNs = (uint64_t)(nowSec * 1e9); /* the wait goes on: its latest clock read */
     return;
   }
-  collObsWaitingImpl(comm, waitPeer, nowSec);
+  collObsWaitingImpl(comm, waitPeer, sinceSec, nowSec);
 #endif
 }
 static inline void collObsWaitEnd(collComm_t comm) {
@@ -205,11 +212,21 @@ static inline int collObsRecPeer(const collObsRecord* e) {
 /* Bytes per element of each collDataType_t (reduce.h has the function). */
 static const uint8_t collObsTypeBytes[collNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
 
+/* The next flight-recorder record to write (counted written). */
+static inline collObsRecord* collObsNextRecord(struct collObs* o) {
+  collObsRecord* e = o->frCur;
+  collObsRecord* n = e + 1;
+  o->frCur = n == o->frEnd ? o->fr : n;
+  o->frNext += 1; /* single writer; readers load it whole */
+  return e;
+}
+
 /* Writes the record of the collective op (running, algorithm algo on nch
- * channels, not timed), makes it o->cur; returns its fn. */
-static inline uint32_t collObsRecordOp(struct collObs* o, collComm_t comm, const collOp* op, int algo, int nch) {
-  uint64_t k = o->frNext;
-  collObsRecord* e = &o->fr[k & o->frMask];
+ * channels, not timed; peer = root unless noRoot: -1), makes it o->cur;
+ * returns its fn. */
+static inline uint32_t collObsRecordOp(struct collObs* o, collComm_t comm, const collOp* op, int algo, int nch,
+                                       int noRoot) {
+  collObsRecord* e = collObsNextRecord(o);
   uint64_t dtypeOp;
   _Static_assert(sizeof(collDataType_t) == 4 && sizeof(collRedOp_t) == 4 &&
                      offsetof(collOp, op) == offsetof(collOp, dtype) + 4,
@@ -220,10 +237,10 @@ static inline uint32_t collObsRecordOp(struct collObs* o, collComm_t comm, const
   COLL_OBS_SET(e->meta, (uint64_t)fn | (uint64_t)COLL_OBS_REC_RUNNING << 8 | (uint64_t)(uint8_t)algo << 16 |
                             (uint64_t)(uint8_t)nch << 24);
   COLL_OBS_SET(e->dtypeOp, dtypeOp);
-  COLL_OBS_SET(e->peers, (uint64_t)(uint32_t)op->root | (uint64_t)0xffffffffu << 32); /* peer = root, waitPeer -1 */
+  /* peer = root, waitPeer -1 */
+  COLL_OBS_SET(e->peers, noRoot ? ~(uint64_t)0 : (uint64_t)(uint32_t)op->root | (uint64_t)0xffffffffu << 32);
   COLL_OBS_SET(e->seq, o->collSeq);
   COLL_OBS_SET(e->count, (uint64_t)op->count);
-  COLL_OBS_SET(o->frNext, k + 1);
   o->cur = e;
   return fn;
 }
@@ -250,10 +267,10 @@ static inline void collObsPending(collComm_t comm, int c, int phase, int i) { (v
 #define COLL_OBS_INC(x, v) ((x) += (v))
 
 static inline void collObsLaunchBegin(collComm_t comm, int nops) {
-  if (__builtin_expect(comm->obs->events, 0)) collObsEvLaunch(comm, 1, nops, collSuccess);
+  if (__builtin_expect(comm->obsEvents, 0)) collObsEvLaunch(comm, 1, nops, collSuccess);
 }
 static inline void collObsLaunchEnd(collComm_t comm, collResult_t r) {
-  if (__builtin_expect(comm->obs->events, 0)) collObsEvLaunch(comm, 0, 0, r);
+  if (__builtin_expect(comm->obsEvents, 0)) collObsEvLaunch(comm, 0, 0, r);
 }
 
 /* A collective starts. Its record is written once its algorithm is known
@@ -273,10 +290,10 @@ static inline void collObsOpBegin(collComm_t comm, const collOp* op) {
 static inline void collObsOpAlgo(collComm_t comm, const collOp* op, int algo, int nch, size_t chunk) {
   struct collObs* o = comm->obs;
   if (algo == COLL_OBS_ALGO_MAILBOX && __builtin_expect(--o->mbLeft != 0, 1)) {
-    uint32_t fn = collObsRecordOp(o, comm, op, algo, nch);
+    uint32_t fn = collObsRecordOp(o, comm, op, algo, nch, 1); /* mailbox collectives have no root */
     collObsColl* k = &o->coll[fn][COLL_OBS_ALGO_MAILBOX];
     COLL_OBS_INC(k->calls, 1);
-    COLL_OBS_INC(k->bytes, (uint64_t)op->count * collObsTypeBytes[op->dtype]);
+    COLL_OBS_INC(k->bytes, (uint64_t)op->count * collObsTypeBytes[(uint32_t)op->dtype]);
     COLL_OBS_INC(o->collSeq, 1);
     o->curBits = (uint32_t)algo | COLL_OBS_CUR_FAST;
     return;
