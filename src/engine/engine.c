@@ -262,7 +262,7 @@ static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
   if (x.blockCount == 0) return collSuccess;
   if (collMailboxFits(comm, op)) {
     collTunerNoteMailbox(comm, op->fn, op->count, op->dtype);
-    collObsOpAlgo(comm, COLL_OBS_ALGO_MAILBOX, 1, 0);
+    collObsOpAlgo(comm, op, COLL_OBS_ALGO_MAILBOX, 1, 0);
     return collMailboxRun(comm, op);
   }
   collTuneChoice tune;
@@ -289,7 +289,7 @@ static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
   x.sliceElems = op->fn == COLL_FN_ALLREDUCE ? chunkElems * (size_t)comm->nranks : chunkElems;
   x.nslices = (x.blockCount + x.sliceElems - 1) / x.sliceElems;
   x.nch = x.nslices < (size_t)tune.nchannels ? (int)x.nslices : tune.nchannels;
-  collObsOpAlgo(comm, collObsAlgoId(x.algo), x.nch, tune.chunkBytes);
+  collObsOpAlgo(comm, op, collObsAlgoId(x.algo), x.nch, tune.chunkBytes);
   collChanRun runs[64];
   collResult_t err = collSuccess;
   for (int c = 0; c < x.nch && err == collSuccess; c++) {

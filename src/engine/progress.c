@@ -117,7 +117,7 @@ collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const ch
     double now = collTimeNow();
     if (w->idleSince == 0) w->idleSince = now;
     else if (now - w->idleSince > w->spinSec) w->sleeping = 1;
-    collObsWaiting(comm, waitPeer, now);
+    collObsWaiting(comm, waitPeer, w->idleSince, now);
     if (w->deadline > 0 && now > w->deadline) {
       collSetError(collTimeout, "rank %d: %s timed out after %g s (%s) waiting on rank %d (%s)", comm->rank, what,
                    comm->runTimeoutSec, collTimeoutSource(comm), waitPeer,
