@@ -53,6 +53,7 @@ static void usage(FILE* f, const char* prog) {
           "[-J,--output_file <file.json>] [--csv <file.csv>] \n\t"
           "[-M,--memory <0/1>] report memory usage \n\t"
           "[-u,--unalign <elements>] \n\t"
+          "[--show_algo <0/1>] print the algorithm the tuner chose on each row \n\t"
           "[-h,--help]\n"
           "\n"
           "Launch: -np N forks N rank processes on this host (no MPI needed); under mpirun,\n"
@@ -150,7 +151,7 @@ static int launchTimeout(const benchOpts_t* o) {
   return (int)v;
 }
 
-enum { OPT_CSV = 1000 };
+enum { OPT_CSV = 1000, OPT_SHOW_ALGO };
 
 int benchParseArgs(int argc, char** argv, benchOpts_t* o) {
   *o = (benchOpts_t){.nthreads = 1, .ngpus = 1, .nprocs = 1,
@@ -201,6 +202,7 @@ int benchParseArgs(int argc, char** argv, benchOpts_t* o) {
       {"memory", required_argument, 0, 'M'},
       {"unalign", required_argument, 0, 'u'},
       {"csv", required_argument, 0, OPT_CSV},
+      {"show_algo", required_argument, 0, OPT_SHOW_ALGO},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   int c;
@@ -234,6 +236,7 @@ int benchParseArgs(int argc, char** argv, benchOpts_t* o) {
       case 'u': if (parseInt(a, "-u", 0, 1L << 20, &v)) return -1; o->unalign = (int)v; break;
       case 'J': o->jsonPath = a; break;
       case OPT_CSV: o->csvPath = a; break;
+      case OPT_SHOW_ALGO: if (parseInt(a, "--show_algo", 0, 1, &v)) return -1; o->showAlgo = (int)v; break;
       case 'G':
         if (parseInt(a, "-G", 0, 1L << 30, &v)) return -1;
         if (v) noteIgnored(o, "-G", a, "CUDA graphs need GPU buffers; these runs use host memory (graph: 0)");

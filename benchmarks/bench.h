@@ -74,6 +74,7 @@ typedef struct {
   int perIterSkip;     /* -K: first iterations left out of those */
   int timestamps;      /* -S: timestamp column */
   int memReport;       /* -M: memory usage line */
+  int showAlgo;        /* --show_algo: the algorithm each row ran (flight recorder) */
   const char* jsonPath; /* -J */
   const char* csvPath;  /* --csv */
   int launchTimeout;   /* -np: seconds, 0 = none */
@@ -128,6 +129,7 @@ typedef struct {
   int64_t wrong; /* -1: not checked (N/A) */
   int hasIter;
   benchIterStats_t iter;
+  char algo[32];   /* --show_algo: "ring/2ch", "mailbox", "p2p" */
 } benchResult_t;
 
 /* printf on rank 0 only. */

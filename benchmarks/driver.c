@@ -210,10 +210,37 @@ static int checkColl(rankCtx_t* ctx, const testCase_t* tc, int64_t* wrong) {
   return 0;
 }
 
+/* --show_algo: the algorithm of the newest operation of this row in the
+ * flight recorder (collCommGetCallRecords): same collective, count and type;
+ * send/recv rows: the newest send. */
+static void rowAlgo(rankCtx_t* ctx, const testCase_t* tc, char* out, size_t len) {
+  static const char* names[][2] = {{"AllReduce", "all-reduce"}, {"AllGather", "all-gather"},
+                                   {"ReduceScatter", "reduce-scatter"}, {"Broadcast", "broadcast"},
+                                   {"Reduce", "reduce"}, {"SendRecv", "send"}, {"AlltoAll", "send"}};
+  const char* want = "?";
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (strcmp(ctx->c->name, names[i][0]) == 0) want = names[i][1];
+  collCallRecord_t rec[32];
+  int n = 0;
+  snprintf(out, len, "-");
+  if (collCommGetCallRecords(ctx->comm, rec, 32, &n) != collSuccess) return;
+  int p2p = strcmp(want, "send") == 0;
+  for (int i = n - 1; i >= 0; i--) {
+    if (strcmp(rec[i].coll, want) != 0) continue;
+    if (!p2p && (rec[i].count != tc->n.paramCount || rec[i].datatype != tc->t->type)) continue;
+    if (p2p || strcmp(rec[i].algo, "mailbox") == 0 || strcmp(rec[i].algo, "none") == 0)
+      snprintf(out, len, "%s", rec[i].algo);
+    else
+      snprintf(out, len, "%s/%dch", rec[i].algo, rec[i].nchannels);
+    return;
+  }
+}
+
 /* Times and checks one placement of one size. */
 static int benchTime(rankCtx_t* ctx, const testCase_t* tc, benchResult_t* res) {
   *res = (benchResult_t){.wrong = -1};
   if (timeColl(ctx, tc, res)) return -1;
+  if (ctx->o->showAlgo) rowAlgo(ctx, tc, res->algo, sizeof res->algo);
   size_t bytes = (tc->n.sendCount > tc->n.recvCount ? tc->n.sendCount : tc->n.recvCount) * tc->t->size;
   double n = ctx->nranks;
   double factor = ctx->c->busFactor == BENCH_BUS_ALLREDUCE ? 2 * (n - 1) / n
@@ -350,7 +377,9 @@ static int runRank(collComm_t comm, void* arg) {
   }
   if (rc == LAUNCH_FAILED) reportAbort(&ctx, collGetLastError(comm));
   fflush(stdout);
-  if (ctx.stream && rc != LAUNCH_FAILED && (r = collStreamDestroy(ctx.stream)) != collSuccess) {
+  /* the stream is freed on every path (after a failure its error is the
+   * failure's, already reported) */
+  if (ctx.stream && (r = collStreamDestroy(ctx.stream)) != collSuccess && rc != LAUNCH_FAILED) {
     launchReportError(ctx.rank, "collStreamDestroy", r, comm);
     rc = LAUNCH_FAILED;
   }

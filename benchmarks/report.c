@@ -119,13 +119,13 @@ static void jsonBegin(const rankCtx_t* ctx, FILE* f) {
 
 /* ---- CSV ---------------------------------------------------------------- */
 
-static void csvHeader(FILE* f) {
+static void csvHeader(FILE* f, int showAlgo) {
   fputs("size,count,type,redop,root", f);
   for (int p = 0; p < 2; p++) {
     const char* w = p ? "ip" : "oop";
     fprintf(f, ",%s_time_us,%s_algbw_gbs,%s_busbw_gbs,%s_wrong", w, w, w, w);
   }
-  fputs(",timestamp\n", f);
+  fputs(showAlgo ? ",timestamp,algorithm\n" : ",timestamp\n", f);
 }
 
 /* ---- table ------------------------------------------------------------- */
@@ -149,7 +149,7 @@ int reportBegin(rankCtx_t* ctx) {
       fprintf(stderr, "coll-tests: cannot create the CSV file %s (--csv): %s\n", o->csvPath, strerror(errno));
       return -1;
     }
-    csvHeader(rep->csv);
+    csvHeader(rep->csv, o->showAlgo);
   }
   int lib = 0;
   collGetVersion(&lib);
@@ -248,8 +248,9 @@ void reportTableHeader(const rankCtx_t* ctx) {
   } else {
     printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          \n", "", "",
            "", "", "");
-    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "size", "count", "type",
-           "redop", "root", tm, "algbw", "busbw", "#wrong", tm, "algbw", "busbw", "#wrong", tsPad, tsLbl);
+    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s%s\n", "size", "count", "type",
+           "redop", "root", tm, "algbw", "busbw", "#wrong", tm, "algbw", "busbw", "#wrong", tsPad, tsLbl,
+           o->showAlgo ? "  algorithm" : "");
     printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s %*s\n", "(B)", "(elements)", "", "",
            "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", tsPad, tsFmt);
   }
@@ -311,6 +312,7 @@ void reportRow(rankCtx_t* ctx, const testCase_t* tc, const benchResult_t res[2])
   printf("%12zu  %12zu  %8s  %6s  %6d", bytes, tc->n.paramCount, tc->t->name, op, tc->root);
   for (int p = 0; p < 2; p++) printPlacement(ctx, &res[p]);
   if (ctx->o->timestamps) printf("%21s", stamp);
+  if (ctx->o->showAlgo) printf("  %s", res[0].algo);
   printf("\n");
   benchReport_t* rep = ctx->report;
   if (rep && rep->json) {
@@ -319,6 +321,7 @@ void reportRow(rankCtx_t* ctx, const testCase_t* tc, const benchResult_t res[2])
             bytes, tc->n.paramCount, tc->t->name, op, tc->root);
     jsonPlacement(ctx, f, "out_of_place", &res[0]);
     jsonPlacement(ctx, f, "in_place", &res[1]);
+    if (ctx->o->showAlgo) fprintf(f, ",\"algorithm\":\"%s\"", res[0].algo);
     fprintf(f, ",\"actual_iterations\":%d,\"experiment_name\":\"%s\"}", ctx->o->iters, ctx->c->name);
     rep->rows++;
   }
@@ -328,7 +331,9 @@ void reportRow(rankCtx_t* ctx, const testCase_t* tc, const benchResult_t res[2])
       fprintf(rep->csv, ",%.6g,%.6g,%.6g,", res[p].timeUs, res[p].algBw, res[p].busBw);
       if (res[p].wrong >= 0) fprintf(rep->csv, "%lld", (long long)res[p].wrong);
     }
-    fprintf(rep->csv, ",%s\n", stamp);
+    fprintf(rep->csv, ",%s", stamp);
+    if (ctx->o->showAlgo) fprintf(rep->csv, ",%s", res[0].algo);
+    fputc('\n', rep->csv);
   }
 }
 

@@ -360,6 +360,123 @@ collResult_t collGroupStart(void);
  *  collGroupStart, plus those of the grouped calls. */
 collResult_t collGroupEnd(void);
 
+/* ------------------------------------------------------------------------ */
+/* What a communicator did: counters, flight recorder                       */
+/*
+ * Counters are always on. Units: bytes (payload, as the user's buffers hold
+ * it), messages (one per transport send or receive: each pipeline slice of a
+ * step is one), nanoseconds. Every function below works on a communicator
+ * that failed or was aborted by a peer (what was counted before the failure
+ * is kept) and may be called from any thread while operations run: each
+ * number is read whole, numbers read in one call may be a few transfers
+ * apart. Errors: collInvalidArgument (NULL pointer, npeers/max < 0),
+ * collInvalidUsage (destroyed communicator, fork() child).
+ */
+#define COLL_STATS_NAME_LEN 24
+#define COLL_STATS_MAX_LINKS 8
+
+/** Traffic of this rank with one peer. */
+typedef struct {
+  uint64_t bytesSent;   /* bytes this rank sent to the peer */
+  uint64_t bytesRecv;   /* bytes it received from the peer */
+  uint64_t msgsSent;    /* messages (the shared-memory mailbox: calls) */
+  uint64_t msgsRecv;
+  uint64_t waitNs;      /* time this rank waited for the peer (waits longer
+                           than about 1 us: 64 polls; counted to the peer that
+                           was awaited when the wait ended) */
+  uint64_t mailboxBytes;/* of bytesSent and of bytesRecv, through the mailbox */
+  char link[COLL_STATS_NAME_LEN]; /* transport to the peer: "shm", "tcp",
+                           "loopback", "p2p", ...; "self" */
+} collPeerStats_t;
+
+/** Traffic of this rank over one link class (a transport, or "mailbox"). */
+typedef struct {
+  char name[COLL_STATS_NAME_LEN];
+  uint64_t bytesSent, bytesRecv, msgsSent, msgsRecv, waitNs;
+} collLinkStats_t;
+
+/** Totals of this rank on the communicator. */
+typedef struct {
+  int rank, nranks;
+  uint64_t ops;         /* operations run: each collective, barrier, send, receive */
+  uint64_t failedOps;   /* of them, those that returned an error */
+  uint64_t bytesSent, bytesRecv, msgsSent, msgsRecv, waitNs; /* over all peers */
+  uint64_t callNs;      /* time inside operations (the measured ones, plus
+                           the mailbox calls that were not timed at their
+                           measured mean) */
+  uint64_t elapsedNs;   /* since the communicator was created */
+  int nlinks;           /* entries of links[] in use */
+  collLinkStats_t links[COLL_STATS_MAX_LINKS];
+} collStats_t;
+
+/** Operations of one (collective, algorithm) pair. */
+typedef struct {
+  char coll[COLL_STATS_NAME_LEN]; /* "all-reduce", "all-gather", "reduce-scatter",
+                                     "broadcast", "reduce", "send", "recv", "barrier" */
+  char algo[COLL_STATS_NAME_LEN]; /* "ring", "tree", ..., "mailbox", "p2p", "none"
+                                     (count 0) */
+  uint64_t calls;       /* operations (including failed ones) */
+  uint64_t failed;
+  uint64_t bytes;       /* sum of count x type size as passed (all-gather:
+                           sendcount, reduce-scatter: recvcount) */
+  uint64_t timedCalls;  /* calls whose duration was measured: all, except
+                           through the mailbox (0.2 us calls): one in 64, and
+                           each that waited longer than ~1 us (timed from the
+                           start of that wait) */
+  uint64_t timeNs;      /* total duration of the timed calls */
+} collCollStats_t;
+
+/** Totals and per link class. Errors: see above. */
+collResult_t collCommGetStats(collComm_t comm, collStats_t* stats);
+
+/** Writes peers[0..npeers) for ranks 0..npeers-1 (npeers <= nranks; pass
+ *  nranks for all). Errors: see above. */
+collResult_t collCommGetPeerStats(collComm_t comm, collPeerStats_t* peers, int npeers);
+
+/** Writes up to max rows with calls > 0 to rows, *nrows = how many rows
+ *  exist (may exceed max). Errors: see above. */
+collResult_t collCommGetCollStats(collComm_t comm, collCollStats_t* rows, int max, int* nrows);
+
+/** Writes every counter of this rank as JSON (the format of COLL_STATS_FILE,
+ *  which tools/coll_report reads) to path (%h host, %p pid, %r rank, %c
+ *  communicator id are expanded); NULL: COLL_STATS_FILE. Errors: as above,
+ *  plus collInvalidArgument (path NULL and COLL_STATS_FILE unset),
+ *  collSystemError (the file cannot be written). */
+collResult_t collCommWriteStats(collComm_t comm, const char* path);
+
+/** One entry of the flight recorder: an operation as this rank ran it. */
+typedef struct {
+  uint64_t seq;         /* collectives: number on this communicator (equal on
+                           every rank); send/recv: number of the batch */
+  char coll[COLL_STATS_NAME_LEN]; /* as collCollStats_t */
+  char algo[COLL_STATS_NAME_LEN];
+  char state[COLL_STATS_NAME_LEN]; /* "running", "completed", "failed" */
+  size_t count;         /* elements as passed */
+  size_t bytes;         /* count x type size */
+  collDataType_t datatype;
+  collRedOp_t op;
+  int peer;             /* root (broadcast, reduce), peer (send, recv), else -1 */
+  int nchannels;
+  int waitPeer;         /* the peer its last wait longer than ~1 us was on, -1: none */
+  int waitChannel, waitPhase, waitStep; /* the step of that wait (send/recv: phase =
+                           operation of the batch) */
+  double startUs;       /* wall clock (us since 1970) when it started, 0: not measured */
+  double durationUs;    /* -1: running or not measured */
+  double waitStartUs;   /* when its last long wait began, 0: none */
+} collCallRecord_t;
+
+/** The flight recorder: the last COLL_FR_ENTRIES (default 256) operations of
+ *  this rank, oldest first. Writes up to max entries (the newest ones) to
+ *  records, *n = how many were written. Errors: see above. */
+collResult_t collCommGetCallRecords(collComm_t comm, collCallRecord_t* records, int max, int* n);
+
+/** Writes the flight recorder as JSON (tools/coll_report --fr reads the files
+ *  of all ranks and names the rank the others waited for) to path (%h %p %r
+ *  %c expanded); NULL: COLL_FR_FILE. Also done automatically, to
+ *  COLL_FR_FILE, when the communicator fails or is aborted, and on
+ *  COLL_FR_SIGNAL. Errors: as collCommWriteStats. */
+collResult_t collCommDumpFlightRecorder(collComm_t comm, const char* path);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

@@ -51,8 +51,7 @@ struct collBootRoot {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   int refs;          /* thread + owner */
-  int stop, acked;   /* owner asked to stop / thread saw it */
-  int lingering;     /* failed: telling ranks that join late (set with acked) */
+  int stop;          /* owner asked to stop */
   char stopReason[COLL_BOOT_REASON_BYTES];
   collBootRootFailFn failFn;
   void* failCtx;
@@ -329,10 +328,7 @@ static void* collRootThread(void* arg) {
     }
     if (stop) {
       pthread_mutex_lock(&R->lock);
-      R->acked = 1;
-      R->lingering = R->state == ROOT_FAILED;
       R->failFn = NULL;
-      pthread_cond_broadcast(&R->cond);
       pthread_mutex_unlock(&R->lock);
     }
     if (R->listenFd < 0) break;
@@ -470,8 +466,11 @@ void collBootRootStop(collBootRoot* R, const char* reason) {
   uint64_t one = 1;
   if (R->wakeFd >= 0 && write(R->wakeFd, &one, sizeof one) < 0) { /* the eventfd cannot be full */
   }
-  /* a failed root first tells the ranks that have not heard yet (a few s) */
-  while (R->wakeFd >= 0 && (!R->acked || R->lingering)) pthread_cond_wait(&R->cond, &R->lock);
+  /* until the thread has closed everything it holds (its listener, the ranks'
+   * connections, the eventfd: a caller counting fds after destroy sees them
+   * all back); a failed root first tells the ranks that have not heard yet
+   * (a few s) */
+  while (R->wakeFd >= 0) pthread_cond_wait(&R->cond, &R->lock);
   pthread_mutex_unlock(&R->lock);
   collRootUnref(R);
 }

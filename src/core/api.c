@@ -131,3 +131,23 @@ collResult_t collBarrier(collComm_t comm, collStream_t stream) { COLL_API(collBa
 collResult_t collGroupStart(void) { COLL_API(collGroupStartImpl()); }
 
 collResult_t collGroupEnd(void) { COLL_API(collGroupEndImpl()); }
+
+collResult_t collCommGetStats(collComm_t comm, collStats_t* stats) { COLL_API(collCommGetStatsImpl(comm, stats)); }
+
+collResult_t collCommGetPeerStats(collComm_t comm, collPeerStats_t* peers, int npeers) {
+  COLL_API(collCommGetPeerStatsImpl(comm, peers, npeers));
+}
+
+collResult_t collCommGetCollStats(collComm_t comm, collCollStats_t* rows, int max, int* nrows) {
+  COLL_API(collCommGetCollStatsImpl(comm, rows, max, nrows));
+}
+
+collResult_t collCommWriteStats(collComm_t comm, const char* path) { COLL_API(collCommWriteStatsImpl(comm, path)); }
+
+collResult_t collCommGetCallRecords(collComm_t comm, collCallRecord_t* records, int max, int* n) {
+  COLL_API(collCommGetCallRecordsImpl(comm, records, max, n));
+}
+
+collResult_t collCommDumpFlightRecorder(collComm_t comm, const char* path) {
+  COLL_API(collCommDumpFlightRecorderImpl(comm, path));
+}

@@ -17,6 +17,7 @@
 #include "misc/log.h"
 #include "misc/param.h"
 #include "core/net.h"
+#include "obs/obs.h"
 #include "tuner/tuner.h"
 #include "topo/topo.h"
 
@@ -191,6 +192,8 @@ collResult_t collCommEnter(collComm_t comm, const char* fn) {
   return r;
 }
 
+collResult_t collCommEnterAny(collComm_t comm, const char* fn) { return collRegEnter(comm, fn, 0); }
+
 void collCommLeave(collComm_t comm) { __atomic_sub_fetch(&comm->activeCalls, 1, __ATOMIC_ACQ_REL); }
 
 collResult_t collCommEnterIssue(collComm_t comm, const char* fn) {
@@ -252,19 +255,35 @@ void collStreamUnregister(collStream_t s) {
   pthread_mutex_unlock(&collRegLock);
 }
 
+void collCommForEach(void (*fn)(collComm_t comm, void* arg), void* arg) {
+  pthread_mutex_lock(&collRegLock);
+  for (int i = 0; i < collRegN; i++)
+    if (!collIsForeign(collReg[i]) && !collReg[i]->destroying) fn(collReg[i], arg);
+  pthread_mutex_unlock(&collRegLock);
+}
+
 const char* collCommPeerHost(collComm_t comm, int rank) {
   if (!comm->peers || rank < 0 || rank >= comm->nranks) return "?";
   return comm->peers[rank].host;
 }
 
-void collCommSetAsyncError(collComm_t comm, collResult_t r, const char* msg) {
+int collCommSetAsyncError(collComm_t comm, collResult_t r, const char* msg) {
+  int first = 0;
   pthread_mutex_lock(&comm->errLock);
   if (__atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE) == collSuccess) {
     snprintf(comm->asyncMsg, sizeof comm->asyncMsg, "%s", msg ? msg : "");
     __atomic_store_n(&comm->asyncError, r, __ATOMIC_RELEASE);
+    first = 1;
   }
   pthread_mutex_unlock(&comm->errLock);
   __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
+  return first;
+}
+
+void collCommRefineAsyncError(collComm_t comm, const char* msg) {
+  pthread_mutex_lock(&comm->errLock);
+  snprintf(comm->asyncMsg, sizeof comm->asyncMsg, "%s", msg);
+  pthread_mutex_unlock(&comm->errLock);
 }
 
 /* ---- init -------------------------------------------------------------- */
@@ -333,8 +352,10 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
   comm->channels = calloc((size_t)comm->maxChannels, sizeof(collChannel));
   if (!comm->conns || !comm->channels) return collSetError(collSystemError, "init: out of memory");
   comm->commHash = comm->boot.secret; /* per communicator: derived from the root's nonce */
+  if ((r = collObsInit(comm)) != collSuccess) return r;
   if ((r = collTunerInit(comm)) != collSuccess) return r;
   if ((r = collMailboxInit(comm)) != collSuccess) return r;
+  if ((r = collObsStart(comm)) != collSuccess) return r;
   if (comm->rank == 0) collParamDump();
   collNetProperties_t props;
   comm->nets[COLL_NET_INTER]->getProperties(comm->netDev, &props);
@@ -357,6 +378,7 @@ typedef struct {
 
 static void collCommFreeResources(collComm_t comm) {
   collStreamsShutdown(comm);
+  collObsFree(comm); /* writes COLL_STATS_FILE / COLL_TRACE_FILE: before what it reads is freed */
   collEngineFree(comm);
   collMailboxFree(comm);
   collTunerFree(comm);

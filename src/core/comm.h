@@ -77,6 +77,7 @@ struct collComm {
   struct collTopo* topo; /* hwloc summaries of every rank, link classes (src/topo) */
   struct collTunerState* tuner; /* cost model inputs, plugin, decision cache (src/tuner) */
   struct collMailbox* mailbox;  /* one-shot small collectives inside a node (engine/mailbox.h); NULL: none */
+  struct collObs* obs;          /* counters, flight recorder, trace, profiler (src/obs/obs.h) */
   int nchannels;    /* default channel count (point-to-point striping) */
   int maxChannels;  /* channels the tuner may use; conns/channels size */
   collConn* conns; /* [maxChannels * nranks] */
@@ -136,8 +137,13 @@ struct collStream {
 };
 #define COLL_STREAM_MAGIC 0xc0115eeau
 
-/* Records an asynchronous error once (first wins) and aborts the comm. */
-void collCommSetAsyncError(collComm_t comm, collResult_t r, const char* msg);
+/* Records an asynchronous error once (first wins) and aborts the comm;
+ * returns 1 when this call recorded it, 0 when an error was there already. */
+int collCommSetAsyncError(collComm_t comm, collResult_t r, const char* msg);
+/* Replaces the message of the error recorded by the call of
+ * collCommSetAsyncError that returned 1 (the first failure), once the
+ * failing thread knows more (what the peers said, which rank stopped). */
+void collCommRefineAsyncError(collComm_t comm, const char* msg);
 /* Copies the communicator's error message (empty if none) into buf. */
 void collCommErrorMessage(collComm_t comm, char* buf, size_t size);
 /* The error of a failed communicator (collSuccess if it did not fail), with
@@ -152,6 +158,9 @@ collResult_t collCommCheck(collComm_t comm, const char* fn);
  * collCommAbort on another thread waits for this call to leave). */
 collResult_t collCommEnter(collComm_t comm, const char* fn);
 void collCommLeave(collComm_t comm);
+/* collCommEnter without the failure check: for reading the state of a
+ * communicator that failed (counters, flight recorder). */
+collResult_t collCommEnterAny(collComm_t comm, const char* fn);
 /* collCommEnter for calls that issue operations (collectives, send/recv,
  * groups): also refuses a second thread while one is inside such a call
  * (collInvalidUsage naming both calls). collCommLeaveIssue undoes both. */
@@ -169,6 +178,10 @@ void collStreamUnregister(collStream_t s);
 static inline const collNet_v2_t* collPeerNet(const struct collComm* comm, int peer) {
   return comm->nets[comm->peerKind[peer]];
 }
+/* Calls fn(comm, arg) for every live communicator of this process, with
+ * the registry lock held (no communicator is freed meanwhile; fn must not
+ * call into the registry). For flight-recorder dumps on a signal. */
+void collCommForEach(void (*fn)(collComm_t comm, void* arg), void* arg);
 /* Host name of a rank, for messages. */
 const char* collCommPeerHost(collComm_t comm, int rank);
 

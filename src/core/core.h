@@ -59,5 +59,12 @@ collResult_t collRecvImpl(void* recvbuff, size_t count, collDataType_t datatype,
 collResult_t collBarrierImpl(collComm_t comm, collStream_t stream);
 collResult_t collGroupStartImpl(void);
 collResult_t collGroupEndImpl(void);
+/* src/obs: counters and flight recorder */
+collResult_t collCommGetStatsImpl(collComm_t comm, collStats_t* stats);
+collResult_t collCommGetPeerStatsImpl(collComm_t comm, collPeerStats_t* peers, int npeers);
+collResult_t collCommGetCollStatsImpl(collComm_t comm, collCollStats_t* rows, int max, int* nrows);
+collResult_t collCommWriteStatsImpl(collComm_t comm, const char* path);
+collResult_t collCommGetCallRecordsImpl(collComm_t comm, collCallRecord_t* records, int max, int* n);
+collResult_t collCommDumpFlightRecorderImpl(collComm_t comm, const char* path);
 
 #endif

@@ -14,6 +14,7 @@
 
 #include "engine/progress.h"
 #include "misc/log.h"
+#include "obs/obs.h"
 #include "reduce/reduce.h"
 
 typedef struct {
@@ -76,6 +77,8 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
         return 1;
       }
       if (!l->req) break;
+      collObsStepPost(comm, l->channel, 2 * l->peer + l->isRecv, l->isRecv ? COLL_STEP_RECV : COLL_STEP_SEND, l->peer,
+                      len, l->ops[l->qi], l->k);
       progressed = 1;
     }
     int done = 0;
@@ -87,6 +90,7 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
       return 1;
     }
     if (!done) {
+      collObsPending(comm, l->channel, l->ops[l->qi], 2 * l->peer + l->isRecv);
       collIdleAdd(idle, net, nc, l->isRecv ? POLLIN : POLLOUT);
       break;
     }
@@ -96,6 +100,7 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
                           comm->rank, l->peer, collCommPeerHost(comm, l->peer), got, len);
       return 1;
     }
+    collObsStepDone(comm, l->channel, 2 * l->peer + l->isRecv, l->peer, !l->isRecv, len);
     l->req = NULL;
     l->k += (size_t)nch;
     progressed = 1;

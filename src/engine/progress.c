@@ -36,6 +36,7 @@
 
 #include "misc/log.h"
 #include "misc/socket.h"
+#include "obs/obs.h"
 
 #define COLL_PURE_MIN_SEC 1e-6
 #define COLL_PURE_MAX_SEC 50e-6
@@ -115,18 +116,22 @@ static void collIdleSleep(collIdle* w) {
  * connections told on closing (a peer that rejected one) and with the
  * ranks on this host that stopped progressing (engine/blame.c). */
 collResult_t collEngineFail(collComm_t comm, collResult_t r) {
-  int first = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE) == collSuccess;
   char msg[1024];
   snprintf(msg, sizeof msg, "%s", collLastErrorMessage());
-  __atomic_store_n(&comm->abortFlag, 1, __ATOMIC_RELEASE);
+  /* recorded at once (this also sets abortFlag), so that a call issued
+   * meanwhile fails with this reason; completed below */
+  int first = collCommSetAsyncError(comm, r, msg);
   char why[400] = "";
   collEngineCloseConnsWhy(comm, why, sizeof why);
   size_t len0 = strlen(msg);
   if (first && why[0]) snprintf(msg + len0, sizeof msg - len0, "; %s", why);
   if (first && (r == collRemoteError || r == collTimeout || r == collSystemError))
     collEngineBlame(comm, msg, sizeof msg);
-  if (strlen(msg) != len0) collSetError(r, "%s", msg);
-  collCommSetAsyncError(comm, r, msg);
+  if (strlen(msg) != len0) {
+    collSetError(r, "%s", msg);
+    collCommRefineAsyncError(comm, msg);
+  }
+  collObsFailure(comm, r, msg);
   return r;
 }
 
@@ -145,6 +150,7 @@ collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const ch
                         msg[0] ? msg : "collCommAbort");
   }
   if (progressed) {
+    if (w->idleSince != 0) collObsWaitEnd(comm);
     w->idle = 0;
     w->idleSince = 0;
     w->sleeping = w->spinSec <= 0;
@@ -174,6 +180,7 @@ collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const ch
       }
     }
     if (idleFor > w->spinSec) w->sleeping = 1;
+    collObsWaiting(comm, waitPeer, now);
     if (w->deadline > 0 && now > w->deadline) {
       collSetError(collTimeout, "rank %d: %s timed out after %g s (%s) waiting on rank %d (%s)", comm->rank, what,
                    comm->runTimeoutSec, collTimeoutSource(comm), waitPeer,

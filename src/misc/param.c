@@ -54,6 +54,15 @@ static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     [COLL_PARAM_PROGRESS_CPU] = {"COLL_PROGRESS_CPU", -1, -1, CPU_SETSIZE - 1, "pin each communicator's progress thread to this CPU; -1: the NUMA node of the rank's NIC when the machine has several"},
     [COLL_PARAM_P2P_BUFFSIZE] = {"COLL_P2P_BUFFSIZE", 4 << 20, 1 << 16, 1 << 30, "bytes of GPU memory (8 slots) the receiver of each CUDA P2P connection allocates for its ring"},
     [COLL_PARAM_INIT_TIMEOUT] = {"COLL_INIT_TIMEOUT", 300, 0, INT32_MAX, "seconds a communicator's init may wait for every rank to join (counted by the bootstrap root from its start); then every rank that joined fails naming the missing ranks (0 = never)"},
+    [COLL_PARAM_FR_ENTRIES] = {"COLL_FR_ENTRIES", 256, 0, 1 << 16, "operations each communicator's flight recorder keeps (rounded up to a power of two); 0: off"},
+    [COLL_PARAM_FR_SIGNAL] = {"COLL_FR_SIGNAL", 0, 0, 64, "signal number (e.g. 10 = SIGUSR1) on which every communicator of the process dumps its flight recorder to COLL_FR_FILE (stderr if unset); 0: none"},
+    [COLL_PARAM_IB_GID_INDEX] = {"COLL_IB_GID_INDEX", -1, -1, 255, "ib: GID index of RoCE ports; -1: the first RoCE v2 GID with an IPv4 address, else RoCE v2 IPv6, else 0"},
+    [COLL_PARAM_IB_TC] = {"COLL_IB_TC", 0, 0, 255, "ib: traffic class of the queue pairs (RoCE: DSCP << 2 | ECN)"},
+    [COLL_PARAM_IB_SL] = {"COLL_IB_SL", 0, 0, 15, "ib: service level of the queue pairs"},
+    [COLL_PARAM_IB_TIMEOUT] = {"COLL_IB_TIMEOUT", 20, 1, 31, "ib: ack timeout of the queue pairs, 4.096 us * 2^value (20: 4.3 s; at most 31)"},
+    [COLL_PARAM_IB_RETRY_CNT] = {"COLL_IB_RETRY_CNT", 7, 0, 7, "ib: retransmissions before a send fails with 'transport retry counter exceeded' (at most 7)"},
+    [COLL_PARAM_IB_QPS_PER_CONN] = {"COLL_IB_QPS_PER_CONNECTION", 1, 1, 16, "ib: queue pairs per connection; messages use them round-robin (at most 16)"},
+    [COLL_PARAM_IB_REG_CACHE] = {"COLL_IB_REG_CACHE", 0, 0, 1 << 20, "ib: memory registrations of user buffers kept for reuse (LRU); 0: register each message's buffer and release it when the message completes. Only safe when the application never frees and reallocates communication buffers (a registration pins the old pages: data would go to them)"},
 };
 
 static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
@@ -70,6 +79,13 @@ static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
     [COLL_SPARAM_TUNER_PLUGIN] = {"COLL_TUNER_PLUGIN", NULL, "path of a tuner plugin (.so exporting collTunerPlugin_v1, include/coll_tuner.h)"},
     [COLL_SPARAM_TOPO_DUMP_FILE] = {"COLL_TOPO_DUMP_FILE", NULL, "write the discovered topology as hwloc XML to this path and coll's summary to path.summary"},
     [COLL_SPARAM_CUDA_LIBRARY] = {"COLL_CUDA_LIBRARY", "libcuda.so.1", "the CUDA driver library coll loads (dlopen) the first time it needs the GPU"},
+    [COLL_SPARAM_STATS_FILE] = {"COLL_STATS_FILE", NULL, "write each communicator's counters as JSON to this file at destroy (%h host, %p pid, %r rank, %c communicator id); tools/coll_report merges them"},
+    [COLL_SPARAM_TRACE_FILE] = {"COLL_TRACE_FILE", NULL, "write a Chrome trace / Perfetto JSON timeline of each communicator to this file at destroy (%h, %p, %r, %c as COLL_STATS_FILE)"},
+    [COLL_SPARAM_PROFILER_PLUGIN] = {"COLL_PROFILER_PLUGIN", NULL, "path of a profiler plugin (.so exporting collProfiler_v1, include/coll_profiler.h)"},
+    [COLL_SPARAM_FR_FILE] = {"COLL_FR_FILE", NULL, "write the flight recorder (last COLL_FR_ENTRIES operations) to this file when a communicator fails or is aborted, on COLL_FR_SIGNAL and on collCommDumpFlightRecorder (%h, %p, %r, %c)"},
+    [COLL_SPARAM_IB_HCA] = {"COLL_IB_HCA", NULL, "ib: HCAs and ports to use: prefix list, ^ excludes, = exact, :port (mlx5, =mlx5_0:1,mlx5_1:1, ^mlx5_2)"},
+    [COLL_SPARAM_IB_LIB] = {"COLL_IB_LIB", "libibverbs.so.1", "ib: the libibverbs library to load (dlopen) when COLL_NET=ib"},
+    [COLL_SPARAM_NET_PLUGIN] = {"COLL_NET_PLUGIN", NULL, "path of a transport plugin (.so exporting collNetPlugin_v2, include/coll_net.h); it becomes the default inter-node transport"},
 };
 
 static int64_t collIntValues[COLL_PARAM_COUNT_INT];
@@ -203,4 +219,33 @@ void collParamDump(void) {
     COLL_INFO(COLL_SUB_ENV, "%-24s string default %-8s value %-8s %s", collStrParams[i].name,
               collStrParams[i].def ? collStrParams[i].def : "-", v ? v : "-", collStrParams[i].doc);
   }
+}
+
+int collParamRow(int i, collParamRowInfo* out) {
+  memset(out, 0, sizeof *out);
+  if (i < 0) return 0;
+  if (i < COLL_PARAM_COUNT_INT) {
+    const collIntParamDesc* d = &collIntParams[i];
+    int64_t v = collParamInt((collIntParam)i);
+    out->name = d->name;
+    out->type = "int";
+    snprintf(out->def, sizeof out->def, "%lld", (long long)d->def);
+    snprintf(out->value, sizeof out->value, "%lld", (long long)v);
+    snprintf(out->range, sizeof out->range, "[%lld, %lld]", (long long)d->min, (long long)d->max);
+    out->fromEnv = collIntSet[i] || collIntWarn[i][0];
+    out->doc = d->doc;
+    return 1;
+  }
+  i -= COLL_PARAM_COUNT_INT;
+  if (i >= COLL_SPARAM_COUNT) return 0;
+  const collStrParamDesc* d = &collStrParams[i];
+  const char* v = collParamStr((collStrParam)i);
+  const char* env = getenv(d->name);
+  out->name = d->name;
+  out->type = "string";
+  snprintf(out->def, sizeof out->def, "%s", d->def ? d->def : "-");
+  snprintf(out->value, sizeof out->value, "%s", v ? v : "-");
+  out->fromEnv = env && *env;
+  out->doc = d->doc;
+  return 1;
 }

@@ -479,7 +479,19 @@ static void collSetNoDelay(int fd) {
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-/* Connects to addr, retrying ECONNREFUSED/ETIMEDOUT/EAGAIN (and resets while
+/* A connect to a local port nobody listens on can pick that same port as its
+ * own ephemeral source port and then "succeed" by TCP simultaneous open onto
+ * itself; the socket then blocks the real listener's bind (EADDRINUSE) and
+ * reads back its own bytes. Seen with 64 ranks retrying the root's port. */
+static int collSocketIsSelfConnected(int fd) {
+  struct sockaddr_storage a, b;
+  socklen_t la = sizeof a, lb = sizeof b;
+  if (getsockname(fd, (struct sockaddr*)&a, &la) != 0 || getpeername(fd, (struct sockaddr*)&b, &lb) != 0)
+    return 0;
+  return la == lb && memcmp(&a, &b, la) == 0;
+}
+
+/* Connects to addr, retrying ECONNREFUSED/ETIMEDOUT/EAGAIN/EADDRNOTAVAIL (and resets while
  * the listener starts) with a 10..200 ms backoff until the deadline, which
  * gives collTimeout. With deadline 0 the retries last COLL_CONNECT_TIMEOUT_MS
  * and then give collSystemError. Other errors: collSystemError at once. */
@@ -519,6 +531,7 @@ collResult_t collSocketConnectErr(const collSockAddr* addr, int* fd, double dead
         }
       }
     }
+    if (err == 0 && collSocketIsSelfConnected(f)) err = ECONNREFUSED; /* see collSocketIsSelfConnected */
     if (err == 0) {
       collSetNoDelay(f);
       *fd = f;
@@ -526,7 +539,10 @@ collResult_t collSocketConnectErr(const collSockAddr* addr, int* fd, double dead
     }
     close(f);
     if (lastErrno) *lastErrno = err;
-    int retry = err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN || err == ECONNRESET;
+    /* EADDRNOTAVAIL: no free ephemeral source port right now (a busy host,
+     * or sockets in TIME_WAIT); transient like a refused connection. */
+    int retry = err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN || err == ECONNRESET ||
+                err == EADDRNOTAVAIL;
     if (!retry)
       return collSetError(collSystemError, "connect to %s failed: %s", s, strerror(err));
     double left = retryEnd - collTimeNow();

@@ -237,6 +237,14 @@ void collTunerNoteMailbox(collComm_t comm, collFunc fn, size_t count, collDataTy
             collFnKeys[fn], count * esize, count, esize, comm->nranks, comm->nnodes);
 }
 
+double collTunerPeerGBps(collComm_t comm, int peer, double* latUs, int* calibrated) {
+  const struct collTunerState* t = comm->tuner;
+  int path = collCostPath(&t->layout, comm->rank, peer);
+  *latUs = t->model.latUs[path];
+  *calibrated = collParamInt(COLL_PARAM_TUNE_CALIBRATE) != 0 && comm->nranks > 1;
+  return t->model.bwGBs[path];
+}
+
 /* ---- init ------------------------------------------------------------------ */
 static void logLadder(collComm_t comm) {
   static const size_t esize = 4; /* float */

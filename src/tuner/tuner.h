@@ -51,5 +51,10 @@ collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDat
  * schedule (engine/mailbox.h): logged at INFO (TUNE) once per collective and
  * size bucket, in the form of a choice ("-> mailbox"). */
 void collTunerNoteMailbox(collComm_t comm, collFunc fn, size_t count, collDataType_t dtype);
+/* The cost model's point-to-point bandwidth (GB/s) between this rank and
+ * peer, and its latency (us); *calibrated = 1 when measured at init
+ * (COLL_TUNE_CALIBRATE=1), 0 when estimated from the topology. For the
+ * link-utilisation figures of the stats (src/obs). */
+double collTunerPeerGBps(collComm_t comm, int peer, double* latUs, int* calibrated);
 
 #endif

@@ -65,6 +65,21 @@ static int failForFds(int (*fn)(const char*)) {
   return n;
 }
 
+/* Writes the fd link targets of this process, space-separated, into buf. */
+static char* failFdBuf;
+static size_t failFdLen;
+static int failFdName(const char* t) {
+  size_t n = strlen(failFdBuf);
+  if (n + 1 < failFdLen) snprintf(failFdBuf + n, failFdLen - n, "%s%s", n ? " " : "", t);
+  return 1;
+}
+static void failFdNames(char* buf, size_t len) {
+  buf[0] = 0;
+  failFdBuf = buf;
+  failFdLen = len;
+  failForFds(failFdName);
+}
+
 /* coll's memfds (rings: "coll-shm"); not the launcher's output capture */
 static int failIsCollMemfd(const char* t) { return strncmp(t, "/memfd:coll", 11) == 0 && !strstr(t, "launch"); }
 int failCountFds(void) { return failForFds(NULL); }
@@ -233,6 +248,7 @@ static int failJobBody(int rank, int nranks, void* arg) {
   j->hwmEnd[rank] = failHwmKb(0);
   j->fdsEnd[rank] = failCountFds();
   j->memfdsEnd[rank] = failCountMemfds();
+  if (j->fdsEnd[rank] != j->fds0[rank]) failFdNames(j->fdNames[rank], sizeof j->fdNames[rank]);
   __atomic_store_n(&j->done[rank], 1, __ATOMIC_RELEASE);
   return 0;
 }
@@ -325,6 +341,7 @@ static int failJobTrialOnce(failJob* job, int nranks, int victim, int sig, doubl
       printf("  rank %d: %s: error after %.3f s (code %d), fds %d -> %d, memfds %d, RSS %ld -> peak %ld KiB, destroy "
              "%.3f s\n    \"%s\"\n", k, why ? why : "ok", dt, job->code[k], job->fds0[k], job->fdsEnd[k],
              job->memfdsEnd[k], job->rssReady[k], job->hwmEnd[k], job->destroySec[k], job->msg[k]);
+    if (why && job->fdsEnd[k] != job->fds0[k]) printf("    open after destroy: %s\n", job->fdNames[k]);
     if (why) fails++;
   }
   if (fails) {

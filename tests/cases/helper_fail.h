@@ -61,6 +61,7 @@ typedef struct {
   long rssReady[FAIL_JOB_MAX], hwmEnd[FAIL_JOB_MAX]; /* KiB; VmHWM reset when ready */
   int fds0[FAIL_JOB_MAX], fdsEnd[FAIL_JOB_MAX], memfdsEnd[FAIL_JOB_MAX];
   char msg[FAIL_JOB_MAX][1024];
+  char fdNames[FAIL_JOB_MAX][512]; /* when fds are not back: what is open after destroy */
 } failJob;
 
 /* One trial: starts nranks ranks, waits until all loop, waits `delay`

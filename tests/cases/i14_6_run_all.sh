@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
       [ -n "${FAKE_FAIL_BUILD:-}" ] && [ "${dir%/$FAKE_FAIL_BUILD}" != "$dir" ] && { echo "fake build of $dir fails"; exit 2; }
       if [ "${dir%fuzz}" != "$dir" ]; then
         mkdir -p "$dir/tests/fuzz"
-        for t in bootstrap tcp_frames shm_handshake; do
+        for t in $(sed -n 's/^for t in \(.*\); do$/\1/p' "$FAKE_FUZZ_RUN"); do
           printf '#!/bin/sh\necho "fuzz_%s ran" >> "$FAKE_LOG"; echo "Done 10 runs"\n' "$t" > "$dir/tests/fuzz/fuzz_$t"
           chmod +x "$dir/tests/fuzz/fuzz_$t"
         done
@@ -66,7 +66,7 @@ scenario() {
   shift 2
   : > "$work/log"
   local out rc
-  out=$(cd "$work" && PATH="$work/bin:$PATH" FAKE_LOG="$work/log" COLL_FUZZ_SECONDS=1 FAKE_CTEST_SLEEP=1 \
+  out=$(cd "$work" && PATH="$work/bin:$PATH" FAKE_LOG="$work/log" FAKE_FUZZ_RUN="$src/tests/fuzz/run.sh" COLL_FUZZ_SECONDS=1 FAKE_CTEST_SLEEP=1 \
         timeout 120 bash tree/tests/run_all.sh "$work/build" 2>&1)
   rc=$?
   local bad=0
@@ -104,7 +104,7 @@ scenario "all pass" 0 '^gcc +passed' '^clang +passed' '^asan +passed' '^fuzz +pa
 ci() {
   : > "$work/log"
   local out rc bad=0
-  out=$(cd "$work" && PATH="$work/bin:$PATH" FAKE_LOG="$work/log" COLL_FUZZ_SECONDS=1 FAKE_INSTALL_RC=$2 \
+  out=$(cd "$work" && PATH="$work/bin:$PATH" FAKE_LOG="$work/log" FAKE_FUZZ_RUN="$src/tests/fuzz/run.sh" COLL_FUZZ_SECONDS=1 FAKE_INSTALL_RC=$2 \
         timeout 120 bash tree/.ci/run 2>&1)
   rc=$?
   if [ "$3" = 0 ]; then [ "$rc" = 0 ] || bad=1; else [ "$rc" != 0 ] || bad=1; fi
