@@ -12,6 +12,7 @@ new_group):
 """
 import datetime
 import os
+import sys
 import threading
 import time
 import weakref
@@ -35,6 +36,31 @@ def _any_source_enabled():  # read when a group is created
 
 def _opt(opts, name, default):
     return getattr(opts, name, default) if opts is not None else default
+
+
+def _unwrapped_code(fn):
+    while hasattr(fn, "__wrapped__"):  # torch 2.x decorates its collectives
+        fn = fn.__wrapped__
+    return getattr(fn, "__code__", None)
+
+
+_c10d_all_reduce_code = _unwrapped_code(dist.distributed_c10d.all_reduce)
+
+
+def _blocking_call(opts, code):
+    """True when the caller waits for the operation right after issuing it:
+    torch 2.x says so in opts.asyncOp; torch 1.13 has no such field, and
+    there the caller is torch.distributed's own function (frame `code`) with
+    async_op=False.  Anything else (DDP's reducer, async_op=True, a direct
+    call) counts as asynchronous."""
+    a = getattr(opts, "asyncOp", None) if opts is not None else None
+    if a is not None:
+        return not a
+    try:
+        f = sys._getframe(2)  # the caller of the collective method
+    except ValueError:
+        return False
+    return f.f_code is code and f.f_locals.get("async_op") is False
 
 
 def _flat(lists):
@@ -170,8 +196,8 @@ class ProcessGroupColl(_ProcessGroup):
         comm, stream = self._comm(), self._eng.stream
         keep.append(buf)
 
-        def issue():
-            _lib.check(_lib.lib.collAllReduce(_ptr(buf), _ptr(buf), count, ctype, cop, comm, stream), what)
+        def issue(s=stream):  # s=None: the blocking fast path (_Engine.run_blocking)
+            _lib.check(_lib.lib.collAllReduce(_ptr(buf), _ptr(buf), count, ctype, cop, comm, s), what)
         return issue
 
     def allreduce(self, tensors, opts=None):
@@ -181,6 +207,10 @@ class ProcessGroupColl(_ProcessGroup):
             return self._sparse_allreduce(t, op)
         outs, keep = _Outs(self), []
         issue = self._issue_allreduce(t, op, "allreduce", outs, keep, None)
+        if _blocking_call(opts, _c10d_all_reduce_code):
+            work = self._eng.run_blocking(issue, list(tensors), outs.finish, CollWork)
+            if work is not None:
+                return work
         return self._submit(issue, list(tensors), outs.finish, keep)
 
     def allreduce_sparse(self, tensors, opts=None):  # torch 2.x routes sparse tensors here
