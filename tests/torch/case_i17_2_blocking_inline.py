@@ -7,7 +7,8 @@ completion thread: two hand-offs per call, 220-600 us for 1 KiB on a busy
 2-core VM where the C call takes 15 us.  On 2 ranks:
 
   A. 300 blocking dist.all_reduce(t) of 1 KiB (float32 SUM, fresh
-     rank-dependent values each call, every element checked exactly): the
+     rank-dependent values each call, every element checked exactly), then
+     50 blocking broadcasts (root alternating, checked) and barriers: the
      process runs no more threads afterwards than before (before the fix:
      one more, coll's progress thread, started by the first queued call);
   B. blocking calls whose result needs a finishing step (a non-contiguous
@@ -54,6 +55,13 @@ def worker(rank, ws, backend):
         if not torch.equal(t, want + ws * i):
             res["bad"].append("A: call %d: %s..., want %s..." % (i, t[:4].tolist(), (want + ws * i)[:4].tolist()))
             break
+    for i in range(50):  # blocking broadcast (root alternates) and barrier take the same path
+        b = torch.full((64,), float(10 * rank + i))
+        dist.broadcast(b, i % ws)
+        if b.tolist() != [float(10 * (i % ws) + i)] * 64:
+            res["bad"].append("A: broadcast %d from %d: %s..." % (i, i % ws, b[:4].tolist()))
+            break
+        dist.barrier()
     res["threads"] = (before, threads())
     res["median_us"] = statistics.median(times)
     # B: a non-contiguous tensor (staged, copied back), AVG (premultiplied)
