@@ -10,6 +10,12 @@ overlaps, and Work.wait() raises the RuntimeError (collGetLastError's text) of
 a failed operation, e.g. when a peer died.  (A _create_work_from_future Work
 would not: on torch 1.13 its wait() ignores the future's error.)
 
+Blocking calls are the exception (_Engine.run_blocking): an all_reduce,
+broadcast or barrier whose caller waits at once (_pg._blocking_call) runs on
+coll's NULL stream in the calling thread while nothing of the group is in
+flight, and returns a completed Work: no wake-up of the progress and
+completion threads, which costs a scheduling delay each on a busy machine.
+
 Completed Work objects are kept alive a little longer: on torch < 2.14 a
 Python Work whose Python object died can no longer be waited on from C++
 (the trampoline falls back to c10d::Work::wait, which never returns), and C++
