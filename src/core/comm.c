@@ -341,8 +341,8 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
   if ((r = collTopoInit(comm)) != collSuccess) return r;
   int64_t spin = collParamInt(COLL_PARAM_SPIN);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  /* more ranks than cores: wait with sched_yield() (a peer that has work gets
-   * the core at once) instead of spinning, then sleep as usual */
+  /* more ranks than cores: waits yield at once (a peer that has work gets
+   * the core) instead of polling first, then sleep as usual (progress.c) */
   comm->yieldWait = spin < 0 && comm->kernelRanks > cores;
   comm->spinUs = spin >= 0 ? (int)spin : 1000;
   comm->conns = calloc((size_t)comm->maxChannels * (size_t)n, sizeof(collConn));

@@ -97,7 +97,12 @@ struct collComm {
   int kernelRanks; /* ranks on this kernel, >= localRanks: emulated nodes (network
                       namespaces, containers, COLL_HOSTID) share the cores */
   int spinUs;      /* polling time before sleeping, see COLL_SPIN_US */
-  int yieldWait;   /* oversubscribed: sched_yield() between polls while spinning */
+  int yieldWait;   /* oversubscribed: waits yield from their first idle poll */
+  /* adaptive waiting (engine/progress.c), used by the thread running the engine */
+  double waitPureSec;     /* the polling-without-yield window of the next wait */
+  int waitEscalated;      /* the last wait: 0 never idle, 1 ended inside that window, 2 outlasted it */
+  double waitBusyUntil;   /* until then waits sleep after that window instead of yielding */
+  double waitBusyBackoff; /* the length of that period, doubled by each long yield that ends one */
   int checkCalls;  /* COLL_CHECK: verify call signatures across ranks */
   size_t chunkBytes;
   volatile int abortFlag;
