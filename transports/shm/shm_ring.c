@@ -305,6 +305,7 @@ static int shmRecvAdvance(shmComm* c, shmReq* r) {
         continue;
       }
       if (msgLen > r->size) {
+        c->errTag = tag;
         if (kind == SHM_SLOT_CMA) {
           s->chunkLen = r->size;
           s->status = SHM_CMA_TOOBIG;
@@ -396,6 +397,7 @@ collResult_t shmTest(void* request, int* done, size_t* size, uint64_t* tag) {
   }
   if (c->err != collSuccess) {
     r->state = SHM_REQ_FREE;
+    if (tag && c->errTag) *tag = c->errTag;
     return collSetError(c->err, "%s", c->errMsg);
   }
   return collSuccess;
