@@ -93,6 +93,9 @@ struct collComm {
   collResult_t asyncError; /* atomic */
   char asyncMsg[512];
   uint64_t opCount;
+  uint32_t collSeq;  /* collectives run so far: the call number in their signature (engine/sig.h) */
+  char* stage;       /* working copy of float16/bfloat16 reductions (engine.c), kept between calls */
+  size_t stageBytes;
   int initRunning;  /* non-blocking init thread still working (atomic) */
   int activeCalls;  /* threads inside API calls on this comm (atomic) */
   char barrierBuf[2];

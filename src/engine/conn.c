@@ -90,12 +90,14 @@ collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** o
   return collSuccess;
 }
 
-/* While we wait for `peer` to connect, is it still there? A peer on this
+/* While we wait for `peer` to connect, is it still there? A peer that
+ * marked itself failed in the shared-memory mailbox, a peer on this
  * host whose process is gone (kill(pid, 0) fails with ESRCH), or any
  * established connection with it that the other side closed (POLLRDHUP,
  * POLLHUP, POLLERR on its fd), means it will never connect: a peer that
  * died, or one that failed and closed everything. Returns 1 if gone. */
 static int collConnPeerGone(collComm_t comm, int peer) {
+  if (collMailboxPeerFailed(comm, peer)) return 1;
   if (comm->peers[peer].hostHash == comm->peers[comm->rank].hostHash && comm->peers[peer].pid > 0 &&
       kill(comm->peers[peer].pid, 0) != 0 && errno == ESRCH)
     return 1;
@@ -193,4 +195,7 @@ void collEngineFree(collComm_t comm) {
   }
   free(comm->channels);
   comm->channels = NULL;
+  free(comm->stage);
+  comm->stage = NULL;
+  comm->stageBytes = 0;
 }

@@ -51,6 +51,7 @@ static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
     [COLL_SPARAM_TOPO_FILE] = {"COLL_TOPO_FILE", NULL, "hwloc XML topology to use instead of discovering this machine (tests, simulation)"},
     [COLL_SPARAM_TUNER_PLUGIN] = {"COLL_TUNER_PLUGIN", NULL, "path of a tuner plugin (.so exporting collTunerPlugin_v1, include/coll_tuner.h)"},
     [COLL_SPARAM_TOPO_DUMP_FILE] = {"COLL_TOPO_DUMP_FILE", NULL, "write the discovered topology as hwloc XML to this path and coll's summary to path.summary"},
+    [COLL_SPARAM_HALF_ACCUM] = {"COLL_HALF_ACCUM", "float", "float16/bfloat16 sum, prod and avg: float carries partial results in float32 (on the wire too) and rounds once; native rounds at every step and pre-multiplies avg inputs by 1/nranks (NCCL's bytes and speed)"},
 };
 
 static int64_t collIntValues[COLL_PARAM_COUNT_INT];

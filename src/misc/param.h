@@ -34,6 +34,7 @@ typedef enum {
   COLL_SPARAM_TOPO_FILE,     /* COLL_TOPO_FILE, hwloc XML to use instead of discovery */
   COLL_SPARAM_TOPO_DUMP_FILE, /* COLL_TOPO_DUMP_FILE, write the topology (XML + .summary) */
   COLL_SPARAM_TUNER_PLUGIN,  /* COLL_TUNER_PLUGIN: path of a tuner plugin .so */
+  COLL_SPARAM_HALF_ACCUM,    /* COLL_HALF_ACCUM: float (default) or native: float16/bfloat16 partial results */
   COLL_SPARAM_COUNT
 } collStrParam;
 
