@@ -125,6 +125,7 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
   int kind = comm->peerKind[peer];
   const collNet_v2_t* net = comm->nets[kind];
   double nextCheck = collTimeNow() + 0.1;
+  int goneSeen = 0;
   while (!want->recvComm) {
     void* rc = NULL;
     collResult_t r = net->accept(comm->listenComms[kind], &rc);
@@ -138,7 +139,9 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
       }
       if (collTimeNow() > nextCheck) {
         nextCheck = collTimeNow() + 0.1;
-        if (collConnPeerGone(comm, peer))
+        /* a peer that connected and then finished (or exited) before we got
+         * here left its connection pending: accept again before giving up */
+        if (collConnPeerGone(comm, peer) && goneSeen++)
           return collSetError(collRemoteError,
                               "rank %d: rank %d (%s, pid %d) is gone (process exited or closed its connections) "
                               "while rank %d waited for it to connect on channel %d",

@@ -114,17 +114,23 @@ static int shmPeerGone(shmComm* c) {
   return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+/* Receiver: did the sender publish since c->peer was loaded? A sender may
+ * publish, close and exit between the caller's look at the ring and the
+ * checks below; what it published is still delivered. */
+static int shmNewData(shmComm* c) { return !c->isSend && atomic_load(&c->hdr->head) != c->peer; }
+
 /* Called when the head request cannot move: turns a closed, failed or dead
  * peer into collRemoteError. Returns 0 (keep waiting) or -1 (failed). */
 static int shmBlocked(shmComm* c) {
   uint32_t closed = atomic_load(c->isSend ? &c->hdr->recvClosed : &c->hdr->sendClosed);
-  if (closed != SHM_OPEN)
+  if (closed != SHM_OPEN && !shmNewData(c))
     return shmFail(c, collRemoteError, "shm: peer process %d %s the shared-memory connection", c->peerPid,
                    closed == SHM_FAILED ? "failed and closed" : "closed");
+  if (closed != SHM_OPEN) return 0; /* the caller reads what came first */
   double now = collTimeNow();
   if (now - c->lastCheck < SHM_CHECK_S) return 0;
   c->lastCheck = now;
-  if (shmPeerGone(c))
+  if (shmPeerGone(c) && !shmNewData(c))
     return shmFail(c, collRemoteError, "shm: peer process %d closed the shared-memory connection (process exited?)",
                    c->peerPid);
   return 0;
