@@ -58,9 +58,40 @@ static double collConnDeadline(collComm_t comm) {
   return comm->timeoutSec > 0 ? collTimeNow() + comm->timeoutSec : 0;
 }
 
+/* While we wait for `peer` to connect, is it still there? A peer that
+ * marked itself failed in the shared-memory mailbox, a peer on this
+ * host whose process is gone (kill(pid, 0) fails with ESRCH), or any
+ * established connection with it that the other side closed (POLLRDHUP,
+ * POLLHUP, POLLERR on its fd), means it will never connect: a peer that
+ * died, or one that failed and closed everything. Returns 1 if gone. */
+static int collConnPeerGone(collComm_t comm, int peer) {
+  if (collMailboxPeerFailed(comm, peer)) return 1;
+  if (comm->peers[peer].hostHash == comm->peers[comm->rank].hostHash && comm->peers[peer].pid > 0 &&
+      kill(comm->peers[peer].pid, 0) != 0 && errno == ESRCH)
+    return 1;
+  const collNet_v2_t* net = collPeerNet(comm, peer);
+  for (int c = 0; c < comm->maxChannels; c++) {
+    collConn* k = &comm->conns[c * comm->nranks + peer];
+    void* ends[2] = {k->sendComm, k->recvComm};
+    for (int e = 0; e < 2; e++) {
+      int fd = -1;
+      if (!ends[e] || net->getPollFd(ends[e], &fd) != collSuccess || fd < 0) continue;
+      struct pollfd pfd = {fd, POLLRDHUP, 0};
+      if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR))) return 1;
+    }
+  }
+  return 0;
+}
+
 collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** out) {
   collConn* c = &comm->conns[channel * comm->nranks + peer];
   if (c->sendComm) { *out = c->sendComm; return collSuccess; }
+  /* a peer known to be gone never accepts (tcp would retry its closed
+   * listener for COLL_CONNECT_TIMEOUT_MS) */
+  if (collConnPeerGone(comm, peer))
+    return collSetError(collRemoteError, "rank %d: rank %d (%s, pid %d) is gone (process exited or failed): not "
+                        "connecting to it on channel %d", comm->rank, peer, comm->peers[peer].host,
+                        comm->peers[peer].pid, channel);
   double deadline = collConnDeadline(comm);
   const collNet_v2_t* net = collPeerNet(comm, peer);
   void* sc = NULL;
@@ -88,31 +119,6 @@ collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** o
   c->sendComm = *out = sc;
   COLL_TRACE(COLL_SUB_NET, "rank %d -> %d channel %d connected over %s", comm->rank, peer, channel, net->name);
   return collSuccess;
-}
-
-/* While we wait for `peer` to connect, is it still there? A peer that
- * marked itself failed in the shared-memory mailbox, a peer on this
- * host whose process is gone (kill(pid, 0) fails with ESRCH), or any
- * established connection with it that the other side closed (POLLRDHUP,
- * POLLHUP, POLLERR on its fd), means it will never connect: a peer that
- * died, or one that failed and closed everything. Returns 1 if gone. */
-static int collConnPeerGone(collComm_t comm, int peer) {
-  if (collMailboxPeerFailed(comm, peer)) return 1;
-  if (comm->peers[peer].hostHash == comm->peers[comm->rank].hostHash && comm->peers[peer].pid > 0 &&
-      kill(comm->peers[peer].pid, 0) != 0 && errno == ESRCH)
-    return 1;
-  const collNet_v2_t* net = collPeerNet(comm, peer);
-  for (int c = 0; c < comm->maxChannels; c++) {
-    collConn* k = &comm->conns[c * comm->nranks + peer];
-    void* ends[2] = {k->sendComm, k->recvComm};
-    for (int e = 0; e < 2; e++) {
-      int fd = -1;
-      if (!ends[e] || net->getPollFd(ends[e], &fd) != collSuccess || fd < 0) continue;
-      struct pollfd pfd = {fd, POLLRDHUP, 0};
-      if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR))) return 1;
-    }
-  }
-  return 0;
 }
 
 collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** out) {
@@ -146,6 +152,18 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
                               "rank %d: rank %d (%s, pid %d) is gone (process exited or closed its connections) "
                               "while rank %d waited for it to connect on channel %d",
                               comm->rank, peer, comm->peers[peer].host, comm->peers[peer].pid, comm->rank, channel);
+        /* any other rank gone dooms the call too (every rank takes part in a
+         * collective; a failed rank aborted the communicator): the peer we
+         * wait for may never connect, e.g. it runs another schedule because
+         * ranks passed different counts. A few ranks per check, in turn. */
+        for (int k = 0; k < 8 && k < comm->nranks; k++) {
+          int p = (int)(comm->goneScan++ % (unsigned)comm->nranks);
+          if (p != comm->rank && p != peer && collConnPeerGone(comm, p))
+            return collSetError(collRemoteError,
+                                "rank %d: rank %d (%s, pid %d) is gone (process exited or closed its connections) "
+                                "while rank %d waited for rank %d to connect on channel %d",
+                                comm->rank, p, comm->peers[p].host, comm->peers[p].pid, comm->rank, peer, channel);
+        }
       }
       if (deadline > 0 && collTimeNow() > deadline)
         return collSetError(collTimeout, "rank %d: timed out after %d s (COLL_TIMEOUT) waiting for rank %d (%s) to connect on channel %d",

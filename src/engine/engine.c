@@ -132,8 +132,9 @@ static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, co
    * a peer that runs another collective and never connects to us still gets
    * our data, sees its signature and fails (then we stop waiting) */
   void* unused;
-  for (int i = 0; i < s->nsteps; i++)
-    if (s->steps[i].kind == COLL_STEP_SEND && (r = collEngineSendConn(comm, s->steps[i].peer, c, &unused)))
+  for (int i = 0; i < s->nsteps; i++) /* empty steps are no-ops on both sides: no connection */
+    if (s->steps[i].kind == COLL_STEP_SEND && s->steps[i].src.count > 0 &&
+        (r = collEngineSendConn(comm, s->steps[i].peer, c, &unused)))
       return r;
   return collSuccess;
 }
