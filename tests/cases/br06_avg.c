@@ -13,8 +13,7 @@
  *  3. uint8, count 2, rank r = [r, 60+r]: all-reduce. Expected [1, 61].
  * Extension: the same patterns repeated to 100000 elements (past the
  * shared-memory mailbox: the schedules and their slicing), element i holding
- * pattern element i % count. br06_avg.cmake also runs it with the mailbox
- * off and over TCP.
+ * pattern element i % count.
  */
 #include <stdio.h>
 #include <stdlib.h>

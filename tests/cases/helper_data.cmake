@@ -7,8 +7,3 @@ function(coll_data_variant suffix)
   set_tests_properties(cases.${name}.${suffix} PROPERTIES TIMEOUT 300 LABELS cases
                        ENVIRONMENT "COLL_SOCKET_IFNAME=lo;${ARGN}")
 endfunction()
-# The shared-memory mailbox off (every call runs its schedule), and TCP.
-macro(coll_data_paths)
-  coll_data_variant(nomailbox "COLL_MAILBOX_BYTES=0")
-  coll_data_variant(tcp "COLL_SHM_DISABLE=1")
-endmacro()

@@ -1,8 +1,9 @@
 /*
  * helper_data.h - shared pieces of the data-path cases (i14_*, br06, br11,
- * br13, br15, br32, br35): what each rank saw, in memory shared with the
- * parent (mapped before collMpRun forks, so the parent can compare ranks),
- * a clock, and checks that count failures.
+ * br13, br15, br32, br35): what each rank saw of each case, in memory shared
+ * with the parent (mapped before collMpRun forks, so the parent can compare
+ * ranks), fresh communicators for cases that break theirs, a clock, and
+ * checks that count failures.
  */
 #ifndef COLL_HELPER_DATA_H_
 #define COLL_HELPER_DATA_H_
@@ -16,6 +17,7 @@
 #include "coll.h"
 
 #define DATA_MAX_RANKS 8
+#define DATA_MAX_CASES 40
 
 /* What one rank saw of one call (and of the call after it). */
 typedef struct {
@@ -26,10 +28,15 @@ typedef struct {
   char msg[700];    /* collGetLastError after the call (or the next one) */
   char nextMsg[700];
   uint64_t digest;  /* free for the case (e.g. a hash of the output) */
+  uint64_t digests[8];
 } dataSeen;
 
 typedef struct {
   dataSeen rank[DATA_MAX_RANKS];
+} dataCaseSeen;
+
+typedef struct {
+  dataCaseSeen c[DATA_MAX_CASES];
 } dataShared;
 
 /* Shared between the parent and the forked ranks; never freed (one per
@@ -40,6 +47,27 @@ static inline dataShared* dataSharedMap(void) {
   memset(p, 0, sizeof(dataShared));
   return (dataShared*)p;
 }
+
+/* A fresh communicator of every rank of ctl (rank 0 makes the id and
+ * broadcasts it over ctl), with a timeout of timeoutSec (the recipe's
+ * COLL_TIMEOUT): cases that break their communicator run one
+ * after another in the same processes (a process's first communicator costs
+ * seconds under the sanitizers, the next ones milliseconds). */
+static inline collResult_t dataFreshComm(collComm_t ctl, int rank, int nranks, int timeoutSec, collComm_t* out) {
+  collUniqueId id;
+  memset(&id, 0, sizeof id);
+  if (rank == 0 && collGetUniqueId(&id) != collSuccess) return collSystemError;
+  collResult_t r = collBroadcast(&id, &id, sizeof id, collUint8, 0, ctl, NULL);
+  if (r != collSuccess) return r;
+  collConfig_t cfg = COLL_CONFIG_INITIALIZER;
+  cfg.timeoutSec = timeoutSec;
+  return collCommInitRankConfig(out, nranks, id, rank, &cfg);
+}
+
+/* The control communicator of a case runner (the harness's) waits out any
+ * case: its timeout (COLL_TIMEOUT, read once per process) is set long;
+ * the cases' communicators get theirs from dataFreshComm. */
+#define DATA_CONTROL_TIMEOUT "300"
 
 static inline double dataNow(void) {
   struct timespec t;

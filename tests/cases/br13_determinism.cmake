@@ -1,0 +1,7 @@
+# BR-13 with the mailbox off too (the 1-element all-reduces of the extra
+# communicators then run schedules). Not with COLL_TUNE_CALIBRATE=1: measured
+# link speeds can change the tuner's choice between jobs (seen on this VM under
+# load: a 128 KiB all-reduce on 4 ranks chose rhd in two jobs and ring in a
+# third), and with it the order of float sums.
+include(${CMAKE_CURRENT_SOURCE_DIR}/helper_data.cmake)
+coll_data_variant(nomailbox "COLL_MAILBOX_BYTES=0")
