@@ -19,7 +19,9 @@ typedef struct collOp {
 
 /* Runs ops in issue order on the calling thread: consecutive send/recv ops
  * form one concurrent batch, each collective runs alone. Blocks until done.
- * Returns collRemoteError / collTimeout (and aborts the comm) on failure. */
+ * Every message carries the call's signature (sig.h). Returns
+ * collInvalidUsage (a mismatched call), collRemoteError / collTimeout (and
+ * aborts the comm) on failure. */
 collResult_t collEngineRun(collComm_t comm, const collOp* ops, int nops);
 
 /* 1 when op's partial results are carried in float32: a float16/bfloat16
