@@ -235,7 +235,8 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
         if (isRecv && got != bytes) {
           *err = collSetError(collRemoteError,
                               "rank %d: rank %d (%s) sent %zu bytes where %zu were expected "
-                              "(ranks disagree on count, datatype or collective)",
+                              "(the same call, cut differently: ranks disagree on COLL_CHUNKSIZE, COLL_NCHANNELS "
+                              "or COLL_ALGO)",
                               comm->rank, step->peer, collCommPeerHost(comm, step->peer), got, bytes);
           return 1;
         }

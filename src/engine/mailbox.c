@@ -239,8 +239,6 @@ static const char* mbFnName(uint32_t fn) {
   return fn < sizeof names / sizeof names[0] ? names[fn] : "?";
 }
 
-static uint32_t mbTagSeq(uint64_t tag) { return (uint32_t)(tag >> 47) & ((1u << COLL_SIG_SEQ_BITS) - 1); }
-
 /* What peer r announced for this rank's collective call (sig->seq, tag):
  * collSuccess while it may still come to this mailbox call (it is behind,
  * or announced the same tag), else the mismatch. A peer past this call may
@@ -250,7 +248,7 @@ static collResult_t mbCheckAnnounced(collComm_t comm, struct collMailbox* m, int
   int32_t ahead = (int32_t)(atomic_load_explicit(&l->latest, memory_order_acquire) - (sig->seq + 1));
   if (ahead < 0) return collSuccess;
   uint64_t t = atomic_load_explicit(&l->announced[sig->seq & 1], memory_order_relaxed);
-  int thisCall = t != 0 && mbTagSeq(t) == (sig->seq & ((1u << COLL_SIG_SEQ_BITS) - 1)); /* else overwritten */
+  int thisCall = t != 0 && collSigTagSeq(t) == (sig->seq & ((1u << COLL_SIG_SEQ_BITS) - 1)); /* else overwritten */
   if (thisCall && t != tag) return collSigMismatch(comm, r, t, tag, sig);
   if (thisCall && ahead == 0) return collSuccess; /* the same call: its publish is on the way */
   return collSetError(collInvalidUsage,

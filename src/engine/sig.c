@@ -52,12 +52,16 @@ int collSigFromTag(uint64_t tag, int nranks, collSig* s) {
   s->dtype = (int)(tag >> 57 & 15);
   s->op = (int)(tag >> 54 & 7);
   s->wide = (int)(tag >> 53 & 1);
-  s->seq = (uint32_t)(tag >> SIG_FIELD_BITS & ((1u << COLL_SIG_SEQ_BITS) - 1));
+  s->seq = collSigTagSeq(tag);
   int cw = sigCountBits(s->fn, nranks);
   uint64_t field = tag & SIG_FIELD_MASK;
   s->count = field & ((UINT64_C(1) << cw) - 1);
   s->root = sigRooted(s->fn) ? (int)(field >> cw) : -1;
   return s->dtype < collNumTypes && s->op < collNumOps;
+}
+
+uint32_t collSigTagSeq(uint64_t tag) {
+  return (uint32_t)(tag >> SIG_FIELD_BITS) & ((1u << COLL_SIG_SEQ_BITS) - 1);
 }
 
 const char* collSigTypeName(int dtype) {

@@ -53,6 +53,8 @@ uint64_t collSigTag(const collSig* s, int nranks);
 /* Unpacks a tag (seq modulo 64, count modulo its field). Returns 0 for a tag
  * that is not a coll signature (kind 0 or 7, type or op out of range). */
 int collSigFromTag(uint64_t tag, int nranks, collSig* s);
+/* The call number (modulo 64) a tag carries. */
+uint32_t collSigTagSeq(uint64_t tag);
 /* "all-reduce sum of 2048 x float32", "broadcast of 16 x int8 from root 3",
  * "send/recv of 3 x float32"; writes at most len bytes (NUL included). */
 void collSigDescribe(const collSig* s, char* buf, size_t len);
