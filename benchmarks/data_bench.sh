@@ -29,6 +29,7 @@ what=${1:-all}
 export COLL_SOCKET_IFNAME=lo
 
 median() { sort -g | awk '{v[NR]=$1} END {if (NR) print (NR % 2 ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2); else print "-"}'; }
+minimum() { sort -g | head -1; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 # out-of-place time (us) of the single size an allreduce_perf run printed
@@ -49,14 +50,17 @@ sig() {
       done
     done
   done
-  echo "# 8 B all-reduce on 2 ranks, out-of-place time in us, median of $R (load before/after: $LOAD0 / $(load))"
+  echo "# 8 B all-reduce on 2 ranks, out-of-place time in us, median (min) of $R (load before/after: $LOAD0 / $(load))"
   printf "%-14s" "path"
-  for b in "${builds[@]}"; do printf " %16s" "$b"; done
+  for b in "${builds[@]}"; do printf " %22s" "$b"; done
   echo
   for e in "${envs[@]}"; do
-    local name=${e%%|*}
+    local name=${e%%|*} f
     printf "%-14s" "$name"
-    for b in "${builds[@]}"; do printf " %16s" "$(median < "$tmp/$(echo "$b" | tr '/' '_').$name")"; done
+    for b in "${builds[@]}"; do
+      f="$tmp/$(echo "$b" | tr '/' '_').$name"
+      printf " %22s" "$(median < "$f") ($(minimum < "$f"))"
+    done
     echo
   done
 }
