@@ -1,7 +1,8 @@
 /*
  * common.h - shared driver of the coll benchmarks (the allreduce_perf
  * family). Flags, sizes, output and correctness checks follow nccl-tests.
- * Every *_perf.c only fills a benchColl_t and calls benchMain. Uses only
+ * Every *_perf.c only fills a benchColl_t and calls benchMain (driver.c; the
+ * parts are listed in bench.h). Uses only
  * the public API in coll.h.
  *
  * SPDX-License-Identifier: BSD-3-Clause

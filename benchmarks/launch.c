@@ -25,9 +25,11 @@
 #define GRACE_SEC 5 /* after a failure, how long the other ranks may take */
 
 /* Prints a failed coll call to stderr with collGetLastError. */
-void launchReportError(const char* what, collResult_t res, collComm_t comm) {
-  fprintf(stderr, "coll-tests: %s failed: %s: %s\n", what,
-          collGetErrorString(res), collGetLastError(comm));
+void launchReportError(int rank, const char* what, collResult_t res, collComm_t comm) {
+  char who[32] = "";
+  if (rank >= 0) snprintf(who, sizeof who, "rank %d: ", rank);
+  fprintf(stderr, "coll-tests: %s%s failed: %s: %s\n", who, what, collGetErrorString(res),
+          collGetLastError(comm));
 }
 
 /* Seconds on the monotonic clock. */
@@ -52,7 +54,7 @@ static int runAndRelease(collComm_t comm, launchRankFn fn, void* arg) {
   }
   collResult_t res = collCommDestroy(comm);
   if (res != collSuccess) {
-    launchReportError("collCommDestroy", res, NULL);
+    launchReportError(-1, "collCommDestroy", res, NULL);
     return LAUNCH_FAILED;
   }
   return rc;
@@ -66,8 +68,7 @@ static int runOneRank(const launchOpts_t* o, const collUniqueId* id,
   collComm_t comm = NULL;
   collResult_t res = collCommInitRankConfig(&comm, nranks, *id, rank, &config);
   if (res != collSuccess) {
-    fprintf(stderr, "coll-tests: rank %d: ", rank);
-    launchReportError("collCommInitRankConfig", res, NULL);
+    launchReportError(rank, "collCommInitRankConfig", res, NULL);
     return LAUNCH_FAILED;
   }
   return runAndRelease(comm, fn, arg);
@@ -206,7 +207,7 @@ static int waitChildren(const launchOpts_t* o, const pid_t* pids, int n) {
   if (!alive) return LAUNCH_FAILED;
   for (int i = 0; i < n; i++) alive[i] = 1;
   int left = n, worst = 0, killing = 0;
-  double deadline = nowSec() + o->launchTimeoutSec, hardKill = 0;
+  double deadline = o->launchTimeoutSec > 0 ? nowSec() + o->launchTimeoutSec : 0, hardKill = 0;
   while (left > 0) {
     int st;
     pid_t pid = waitpid(-1, &st, WNOHANG);
@@ -226,7 +227,7 @@ static int waitChildren(const launchOpts_t* o, const pid_t* pids, int n) {
       continue;
     }
     if (pid < 0 && errno != EINTR) break;
-    int late = nowSec() > deadline;
+    int late = deadline > 0 && nowSec() > deadline;
     if (!killing && (worst >= LAUNCH_FAILED || late)) {
       if (worst < LAUNCH_FAILED) {
         fprintf(stderr, "coll-tests: timeout after %d s (set "
@@ -285,7 +286,7 @@ static int launchProcs(const launchOpts_t* o, launchRankFn fn, void* arg) {
   collUniqueId id;
   collResult_t res = rc ? collSuccess : collGetUniqueId(&id);
   if (res != collSuccess) {
-    launchReportError("collGetUniqueId", res, NULL);
+    launchReportError(-1, "collGetUniqueId", res, NULL);
     rc = LAUNCH_FAILED;
   }
   /* On failure the children read EOF and exit. */
@@ -300,18 +301,27 @@ static int launchProcs(const launchOpts_t* o, launchRankFn fn, void* arg) {
   return worst > rc ? worst : rc;
 }
 
-/* Returns the world size a launcher put in the environment, or 0. */
+/* Returns the world size a launcher put in the environment, 0 if there is
+ * none, -1 if launcher variables are set but are not a valid job (one of a
+ * pair, a size that is not a positive integer): collCommInitFromEnv then
+ * names what is wrong instead of this process running a 1-rank job. */
 static int launcherWorldSize(void) {
   static const char* vars[][2] = {{"RANK", "WORLD_SIZE"},
                                   {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
                                   {"PMI_RANK", "PMI_SIZE"},
                                   {"SLURM_PROCID", "SLURM_NTASKS"}};
+  int half = 0;
   for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
     const char* rank = getenv(vars[i][0]);
     const char* size = getenv(vars[i][1]);
-    if (rank && size) return atoi(size);
+    if (rank && *rank && size && *size) {
+      char* end;
+      long w = strtol(size, &end, 10);
+      return *end || w < 1 || w > 65536 || (w == 1 && strcmp(rank, "0") != 0) ? -1 : (int)w;
+    }
+    if ((rank && *rank) || (size && *size)) half = 1;
   }
-  return 0;
+  return half ? -1 : 0;
 }
 
 /* Launcher mode: one rank per process, rendezvous by the library. */
@@ -321,7 +331,7 @@ static int launchFromEnv(const launchOpts_t* o, launchRankFn fn, void* arg) {
   collComm_t comm = NULL;
   collResult_t res = collCommInitFromEnv(&comm, &config);
   if (res != collSuccess) {
-    launchReportError("collCommInitFromEnv", res, NULL);
+    launchReportError(-1, "collCommInitFromEnv", res, NULL);
     return LAUNCH_FAILED;
   }
   return runAndRelease(comm, fn, arg);
@@ -331,8 +341,8 @@ static int launchFromEnv(const launchOpts_t* o, launchRankFn fn, void* arg) {
 int launchRun(const launchOpts_t* o, launchRankFn fn, void* arg) {
   if (o->nprocs > 1) return launchProcs(o, fn, arg);
   int world = launcherWorldSize();
-  if (world > 1) {
-    if (o->nthreads > 1) {
+  if (world > 1 || world < 0) {
+    if (o->nthreads > 1 && world > 1) {
       fprintf(stderr, "coll-tests: -t > 1 is not supported under a launcher "
               "(%d ranks found in the environment)\n", world);
       return LAUNCH_FAILED;
@@ -343,7 +353,7 @@ int launchRun(const launchOpts_t* o, launchRankFn fn, void* arg) {
   collUniqueId id;
   collResult_t res = collGetUniqueId(&id);
   if (res != collSuccess) {
-    launchReportError("collGetUniqueId", res, NULL);
+    launchReportError(-1, "collGetUniqueId", res, NULL);
     return LAUNCH_FAILED;
   }
   return runLocalRanks(o, &id, o->nthreads, 0, o->nthreads, fn, arg);

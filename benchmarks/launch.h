@@ -19,7 +19,7 @@ typedef struct {
   int nprocs;          /* -np: local processes to fork (<= 1: none) */
   int nthreads;        /* -t: ranks per process */
   int timeoutSec;      /* -T: collConfig_t timeoutSec, or -1 to leave unset */
-  int launchTimeoutSec;/* -np: whole-run deadline of the parent */
+  int launchTimeoutSec;/* -np: whole-run deadline of the parent, 0 = none */
 } launchOpts_t;
 
 /* Runs one rank on an initialized communicator; returns a LAUNCH_* code.
@@ -31,7 +31,8 @@ typedef int (*launchRankFn)(collComm_t comm, void* arg);
  * returns the worst exit status. */
 int launchRun(const launchOpts_t* opts, launchRankFn fn, void* arg);
 
-/* Prints a failed coll call to stderr with collGetLastError. */
-void launchReportError(const char* what, collResult_t res, collComm_t comm);
+/* Prints a failed coll call of rank `rank` (-1: not known yet) to stderr
+ * with collGetLastError. */
+void launchReportError(int rank, const char* what, collResult_t res, collComm_t comm);
 
 #endif /* COLL_BENCH_LAUNCH_H_ */

@@ -10,8 +10,21 @@
  *    collGetLastError() on the calling thread;
  *  - semantics, argument order and in-place rules follow NCCL's.
  *  - a communicator may be used by one thread at a time for issuing
- *    operations (as in NCCL); collCommAbort and collCommGetAsyncError may be
- *    called from any thread at any time.
+ *    operations (as in NCCL): a second thread that calls a collective,
+ *    send/recv or collGroupEnd on it while another thread is inside one is
+ *    refused with collInvalidUsage ("another thread ... is inside ...") and
+ *    the first call goes on; collCommAbort, collCommDestroy,
+ *    collCommGetAsyncError and the stream functions may be called from any
+ *    thread at any time;
+ *  - a communicator belongs to the process that created it: in a child of
+ *    fork() every call on an inherited communicator or stream fails with
+ *    collInvalidUsage and touches nothing the parent uses (a child that
+ *    never calls coll is not affected; it may create communicators of its
+ *    own);
+ *  - timeouts: every wait of an operation has a deadline, taken when the
+ *    operation is issued (see collCommSetTimeout and collCommSetCallTimeout);
+ *    a timeout or a failed peer aborts the communicator, after which every
+ *    queued and later operation fails at once with the same error.
  */
 #ifndef COLL_H_
 #define COLL_H_
@@ -44,7 +57,8 @@ typedef enum {
                                unbalanced group calls) */
   collRemoteError = 6,      /* a peer failed or closed its connection */
   collInProgress = 7,       /* non-blocking operation still running */
-  collTimeout = 8,          /* a wait passed its deadline (COLL_TIMEOUT) */
+  collTimeout = 8,          /* a wait passed its deadline (COLL_TIMEOUT,
+                               collCommSetTimeout, collCommSetCallTimeout) */
   collNumResults = 9
 } collResult_t;
 
@@ -117,9 +131,13 @@ collResult_t collGetVersion(int* version);
 /** Returns a static string describing result. Never NULL. Thread-safe. */
 const char* collGetErrorString(collResult_t result);
 
-/** Returns the message of the last failure on the calling thread (empty
- *  string if none). The pointer stays valid until the next coll call on this
- *  thread. comm may be NULL. Thread-safe (thread-local storage). */
+/** Returns the message of the last coll call on the calling thread if it
+ *  failed: empty after a call that succeeded (or returned collInProgress),
+ *  and after collCommGetAsyncError reported a failed communicator, that
+ *  failure's message. (ncclGetLastError instead keeps the last warning of
+ *  the thread until another replaces it.) The pointer stays valid until the
+ *  next coll call on this thread. comm may be NULL. Thread-safe
+ *  (thread-local storage). */
 const char* collGetLastError(collComm_t comm);
 
 /* ------------------------------------------------------------------------ */
@@ -128,22 +146,31 @@ const char* collGetLastError(collComm_t comm);
 /** Creates a new unique id: opens the rendezvous listener on this process
  *  (interface per COLL_SOCKET_IFNAME, port per COLL_COMM_ID if set) and draws
  *  a 64-bit random secret. Call once per communicator, on one process only.
- *  Errors: collInvalidArgument (NULL), collSystemError (no interface, bind).
- *  Thread-safe. */
+ *  Errors: collInvalidArgument (NULL; COLL_SOCKET_IFNAME/COLL_SOCKET_FAMILY
+ *  that select no interface, the message lists the interfaces; COLL_COMM_ID
+ *  not host:port or its host does not resolve), collInvalidUsage (no
+ *  interface is up with an address), collSystemError (bind, or the name
+ *  service did not answer). Thread-safe. */
 collResult_t collGetUniqueId(collUniqueId* uniqueId);
 
 /** Creates the communicator of rank `rank` among `nranks` (1 <= nranks <=
  *  65536, 0 <= rank < nranks) that share `commId`. Collective: every rank
- *  must call it; blocks until all ranks joined or the timeout passes.
+ *  must call it; blocks until all ranks joined or COLL_INIT_TIMEOUT (seconds,
+ *  default 300, 0 = never) passes. An id serves one communicator.
  *  Errors: collInvalidArgument (NULL comm, bad rank/nranks, malformed id),
- *  collSystemError (sockets), collRemoteError (a peer vanished or sent a
- *  wrong secret), collTimeout. Thread-safe for distinct comm pointers. */
+ *  collInvalidUsage (the ranks disagree: another nranks, a rank twice;
+ *  another job's rendezvous), collSystemError (sockets), collRemoteError (a
+ *  peer vanished, the id's root is gone), collTimeout (COLL_INIT_TIMEOUT: the
+ *  message lists the ranks that never joined). Thread-safe for distinct comm
+ *  pointers. */
 collResult_t collCommInitRank(collComm_t* comm, int nranks, collUniqueId commId,
                               int rank);
 
 /** As collCommInitRank with a config (may be NULL for defaults). With
  *  config->blocking == 0 it returns collInProgress at once (or collSuccess)
- *  and finishes in the background; poll collCommGetAsyncError.
+ *  and finishes in the background; poll collCommGetAsyncError. A call on the
+ *  communicator issued before the init finished waits for it, then runs (or
+ *  fails with the init's error).
  *  Errors: as collCommInitRank, plus collInvalidArgument for a config whose
  *  size/magic does not match. */
 collResult_t collCommInitRankConfig(collComm_t* comm, int nranks,
@@ -176,16 +203,52 @@ collResult_t collCommInitFromEnv(collComm_t* comm, collConfig_t* config);
 collResult_t collCommSplit(collComm_t comm, int color, int key,
                            collComm_t* newcomm, collConfig_t* config);
 
-/** Waits for issued operations, then frees every resource of comm (threads,
- *  sockets, memory). comm must not be used afterwards. NULL is accepted.
- *  Errors: collInvalidUsage (already destroyed). Not thread-safe with other
- *  calls on the same comm. */
+/** Waits for the operations issued on comm's streams (each ends by its
+ *  deadline; at once if the communicator failed), then frees every resource
+ *  of comm (threads, sockets, memory). comm must not be used afterwards.
+ *  NULL is accepted. A call that another thread is inside when destroy
+ *  begins (a blocking collective, collStreamSynchronize...) is not waited
+ *  for: it fails with collInvalidUsage ("collCommDestroy was called on
+ *  another thread while this call ... was in flight"), and comm is freed
+ *  only after every such call returned; calls that begin later are refused.
+ *  Errors: collInvalidUsage (already destroyed, being destroyed or aborted
+ *  by another thread, or inherited by a fork() child). Thread-safe. */
 collResult_t collCommDestroy(collComm_t comm);
 
-/** Aborts every pending operation of comm (they return collRemoteError or
- *  collTimeout) and frees it without waiting for peers. May be called from
- *  any thread. NULL is accepted. */
+/** Aborts every pending operation of comm (queued ones and any call inside
+ *  comm on another thread return collRemoteError "... collCommAbort was
+ *  called", or the error that failed comm before) and frees it without
+ *  waiting for peers, once those calls returned. Returns within
+ *  milliseconds of every pending call noticing the abort. Also ends a
+ *  collCommDestroy that is waiting for queued operations. NULL is accepted.
+ *  Errors: collInvalidUsage (already destroyed, or inherited by a fork()
+ *  child). Thread-safe. */
 collResult_t collCommAbort(collComm_t comm);
+
+/** Sets comm's timeout: every wait of an operation issued after this call
+ *  may last at most timeoutSec seconds (0 = no deadline) before comm aborts
+ *  with collTimeout ("... timed out after N s ..."). Operations already
+ *  issued (queued on a stream or running) keep the deadline they were
+ *  issued with. The initial value is collConfig_t.timeoutSec or
+ *  COLL_TIMEOUT (default 1800). Works on a failed communicator too.
+ *  Errors: collInvalidArgument (timeoutSec < 0, NULL comm),
+ *  collInvalidUsage (destroyed comm). Thread-safe. */
+collResult_t collCommSetTimeout(collComm_t comm, int timeoutSec);
+
+/** Writes comm's timeout in seconds (0 = none) to *timeoutSec.
+ *  Errors: collInvalidArgument (NULL), collInvalidUsage (destroyed comm).
+ *  Thread-safe. */
+collResult_t collCommGetTimeout(collComm_t comm, int* timeoutSec);
+
+/** Per-call timeout: the next launch on comm, i.e. the next collective or
+ *  send/recv issued outside a group, or the next collGroupEnd that launches
+ *  operations of comm (then for all of them), gets a deadline of timeoutMs
+ *  milliseconds (0 = none) instead of the communicator's timeout, which is
+ *  unchanged for the launches after it. timeoutMs = -1 cancels a pending
+ *  one. As with the communicator's timeout, it is taken at issue time.
+ *  Errors: collInvalidArgument (timeoutMs < -1, NULL comm),
+ *  collInvalidUsage (destroyed comm). */
+collResult_t collCommSetCallTimeout(collComm_t comm, int timeoutMs);
 
 /** Writes the communicator's asynchronous state to *asyncError without
  *  blocking: collSuccess, collInProgress (non-blocking init running) or the
@@ -207,14 +270,19 @@ collResult_t collCommUserRank(const collComm_t comm, int* rank);
 collResult_t collStreamCreate(collComm_t comm, collStream_t* stream);
 
 /** Blocks until every operation issued on stream finished; returns the
- *  first error any of them hit (collRemoteError, collTimeout...). */
+ *  first error any of them hit (collRemoteError, collTimeout...). Each
+ *  operation ends by its own deadline; collCommAbort on another thread ends
+ *  the wait at once. collInvalidUsage if the stream's communicator was
+ *  destroyed. Thread-safe. */
 collResult_t collStreamSynchronize(collStream_t stream);
 
 /** collSuccess if every operation on stream finished, collInProgress if not,
- *  or the first error. Never blocks. */
+ *  or the first error. Never blocks. collInvalidUsage if the stream's
+ *  communicator was destroyed. */
 collResult_t collStreamQuery(collStream_t stream);
 
-/** Synchronizes, then frees stream. NULL is accepted. */
+/** Synchronizes, then frees stream. NULL is accepted. A stream whose
+ *  communicator was already destroyed is just freed (collSuccess). */
 collResult_t collStreamDestroy(collStream_t stream);
 
 /* ------------------------------------------------------------------------ */
@@ -291,9 +359,129 @@ collResult_t collBarrier(collComm_t comm, collStream_t stream);
  *  Thread-local. Errors: none. */
 collResult_t collGroupStart(void);
 
-/** Closes a group and launches its operations. Errors: collInvalidUsage
- *  without a matching collGroupStart, plus those of the grouped calls. */
+/** Closes a group and launches its operations. Operations on different
+ *  communicators progress concurrently (a receive on one never waits for
+ *  an operation on another); without streams the call returns when all of
+ *  them finished. Errors: collInvalidUsage without a matching
+ *  collGroupStart, plus those of the grouped calls. */
 collResult_t collGroupEnd(void);
+
+/* ------------------------------------------------------------------------ */
+/* What a communicator did: counters, flight recorder                       */
+/*
+ * Counters are always on. Units: bytes (payload, as the user's buffers hold
+ * it), messages (one per transport send or receive: each pipeline slice of a
+ * step is one), nanoseconds. Every function below works on a communicator
+ * that failed or was aborted by a peer (what was counted before the failure
+ * is kept) and may be called from any thread while operations run: each
+ * number is read whole, numbers read in one call may be a few transfers
+ * apart. Errors: collInvalidArgument (NULL pointer, npeers/max < 0),
+ * collInvalidUsage (destroyed communicator, fork() child).
+ */
+#define COLL_STATS_NAME_LEN 24
+#define COLL_STATS_MAX_LINKS 8
+
+/** Traffic of this rank with one peer. */
+typedef struct {
+  uint64_t bytesSent;   /* bytes this rank sent to the peer */
+  uint64_t bytesRecv;   /* bytes it received from the peer */
+  uint64_t msgsSent;    /* messages (the shared-memory mailbox: calls) */
+  uint64_t msgsRecv;
+  uint64_t waitNs;      /* time this rank waited for the peer (waits longer
+                           than about 1 us: 64 polls; counted to the peer that
+                           was awaited when the wait ended) */
+  uint64_t mailboxBytes;/* of bytesSent and of bytesRecv, through the mailbox */
+  char link[COLL_STATS_NAME_LEN]; /* transport to the peer: "shm", "tcp",
+                           "loopback", "p2p", ...; "self" */
+} collPeerStats_t;
+
+/** Traffic of this rank over one link class (a transport, or "mailbox"). */
+typedef struct {
+  char name[COLL_STATS_NAME_LEN];
+  uint64_t bytesSent, bytesRecv, msgsSent, msgsRecv, waitNs;
+} collLinkStats_t;
+
+/** Totals of this rank on the communicator. */
+typedef struct {
+  int rank, nranks;
+  uint64_t ops;         /* operations run: each collective, barrier, send, receive */
+  uint64_t failedOps;   /* of them, those that returned an error */
+  uint64_t bytesSent, bytesRecv, msgsSent, msgsRecv, waitNs; /* over all peers */
+  uint64_t callNs;      /* time inside operations (the measured ones, plus
+                           the mailbox calls that were not timed at their
+                           measured mean) */
+  uint64_t elapsedNs;   /* since the communicator was created */
+  int nlinks;           /* entries of links[] in use */
+  collLinkStats_t links[COLL_STATS_MAX_LINKS];
+} collStats_t;
+
+/** Operations of one (collective, algorithm) pair. */
+typedef struct {
+  char coll[COLL_STATS_NAME_LEN]; /* "all-reduce", "all-gather", "reduce-scatter",
+                                     "broadcast", "reduce", "send", "recv", "barrier" */
+  char algo[COLL_STATS_NAME_LEN]; /* "ring", "tree", ..., "mailbox", "p2p", "none"
+                                     (count 0) */
+  uint64_t calls;       /* operations (including failed ones) */
+  uint64_t failed;
+  uint64_t bytes;       /* sum of count x type size as passed (all-gather:
+                           sendcount, reduce-scatter: recvcount) */
+  uint64_t timedCalls;  /* calls whose duration was measured: all, except
+                           through the mailbox (0.2 us calls): one in 64, and
+                           each that waited longer than ~1 us (timed from the
+                           start of that wait) */
+  uint64_t timeNs;      /* total duration of the timed calls */
+} collCollStats_t;
+
+/** Totals and per link class. Errors: see above. */
+collResult_t collCommGetStats(collComm_t comm, collStats_t* stats);
+
+/** Writes peers[0..npeers) for ranks 0..npeers-1 (npeers <= nranks; pass
+ *  nranks for all). Errors: see above. */
+collResult_t collCommGetPeerStats(collComm_t comm, collPeerStats_t* peers, int npeers);
+
+/** Writes up to max rows with calls > 0 to rows, *nrows = how many rows
+ *  exist (may exceed max). Errors: see above. */
+collResult_t collCommGetCollStats(collComm_t comm, collCollStats_t* rows, int max, int* nrows);
+
+/** Writes every counter of this rank as JSON (the format of COLL_STATS_FILE,
+ *  which tools/coll_report reads) to path (%h host, %p pid, %r rank, %c
+ *  communicator id are expanded); NULL: COLL_STATS_FILE. Errors: as above,
+ *  plus collInvalidArgument (path NULL and COLL_STATS_FILE unset),
+ *  collSystemError (the file cannot be written). */
+collResult_t collCommWriteStats(collComm_t comm, const char* path);
+
+/** One entry of the flight recorder: an operation as this rank ran it. */
+typedef struct {
+  uint64_t seq;         /* collectives: number on this communicator (equal on
+                           every rank); send/recv: number of the batch */
+  char coll[COLL_STATS_NAME_LEN]; /* as collCollStats_t */
+  char algo[COLL_STATS_NAME_LEN];
+  char state[COLL_STATS_NAME_LEN]; /* "running", "completed", "failed" */
+  size_t count;         /* elements as passed */
+  size_t bytes;         /* count x type size */
+  collDataType_t datatype;
+  collRedOp_t op;
+  int peer;             /* root (broadcast, reduce), peer (send, recv), else -1 */
+  int nchannels;
+  int waitPeer;         /* the peer its last wait longer than ~1 us was on, -1: none */
+  int waitChannel, waitPhase, waitStep; /* the step of that wait (send/recv: phase =
+                           operation of the batch) */
+  double startUs;       /* wall clock (us since 1970) when it started, 0: not measured */
+  double durationUs;    /* -1: running or not measured */
+  double waitStartUs;   /* when its last long wait began, 0: none */
+} collCallRecord_t;
+
+/** The flight recorder: the last COLL_FR_ENTRIES (default 256) operations of
+ *  this rank, oldest first. Writes up to max entries (the newest ones) to
+ *  records, *n = how many were written. Errors: see above. */
+collResult_t collCommGetCallRecords(collComm_t comm, collCallRecord_t* records, int max, int* n);
+
+/** Writes the flight recorder as JSON (tools/coll_report --fr reads the files
+ *  of all ranks and names the rank the others waited for) to path (%h %p %r
+ *  %c expanded); NULL: COLL_FR_FILE. Also done automatically, to
+ *  COLL_FR_FILE, when the communicator fails or is aborted, and on
+ *  COLL_FR_SIGNAL. Errors: as collCommWriteStats. */
+collResult_t collCommDumpFlightRecorder(collComm_t comm, const char* path);
 
 #if defined(__GNUC__)
 #pragma GCC visibility pop

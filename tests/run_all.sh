@@ -1,32 +1,70 @@
 #!/usr/bin/env bash
-# Runs every test of coll: a gcc build with -Werror and its ctest suite, a
-# clang -Werror build, the suite again under AddressSanitizer + UBSan, and
-# each libFuzzer target for COLL_FUZZ_SECONDS (default 30).
-# Usage: tests/run_all.sh [build-root]   (default: ./build-tests)
-set -euo pipefail
+# Runs every test of coll in stages; a stage that fails does not stop the
+# later ones:
+#   gcc    gcc -Werror build + the ctest suite
+#   clang  clang -Werror build
+#   asan   AddressSanitizer + UBSan build + the ctest suite
+#   fuzz   each libFuzzer target for COLL_FUZZ_SECONDS (default 30)
+# Each stage prints its wall time when it ends; a table of every stage's
+# result and time comes last. Exit status: 0 when every stage passed, else 1.
+# Usage: tests/run_all.sh [build-root]          (default: ./build-tests)
+#        COLL_RUN_STAGES="gcc fuzz" tests/run_all.sh   (only these stages)
+set -uo pipefail
 cd "$(dirname "$0")/.."
 root=${1:-build-tests}
 jobs=$(nproc)
 export COLL_SOCKET_IFNAME=${COLL_SOCKET_IFNAME:-lo}
-step() { printf '\n=== %s ===\n' "$*"; }
+stages=${COLL_RUN_STAGES:-gcc clang asan fuzz}
 
-step "gcc -Werror build + tests"
-cmake -S . -B "$root/gcc" -DCMAKE_C_COMPILER=gcc -DCOLL_WERROR=ON >/dev/null
-cmake --build "$root/gcc" -j "$jobs"
-ctest --test-dir "$root/gcc" --output-on-failure -j 1
+stage_gcc() {
+  cmake -S . -B "$root/gcc" -DCMAKE_C_COMPILER=gcc -DCOLL_WERROR=ON >/dev/null &&
+    cmake --build "$root/gcc" -j "$jobs" &&
+    ctest --test-dir "$root/gcc" --output-on-failure -j 1
+}
+stage_clang() {
+  cmake -S . -B "$root/clang" -DCMAKE_C_COMPILER=clang -DCOLL_WERROR=ON >/dev/null &&
+    cmake --build "$root/clang" -j "$jobs"
+}
+stage_asan() {
+  cmake -S . -B "$root/asan" -DCMAKE_C_COMPILER=gcc -DCOLL_WERROR=ON -DCOLL_SANITIZE=ON \
+    -DCMAKE_BUILD_TYPE=Debug >/dev/null &&
+    cmake --build "$root/asan" -j "$jobs" &&
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      ctest --test-dir "$root/asan" --output-on-failure -j 1
+}
+stage_fuzz() { bash tests/fuzz/run.sh "${COLL_FUZZ_SECONDS:-30}" "$root/fuzz"; }
 
-step "clang -Werror build"
-cmake -S . -B "$root/clang" -DCMAKE_C_COMPILER=clang -DCOLL_WERROR=ON >/dev/null
-cmake --build "$root/clang" -j "$jobs"
+declare -A what=([gcc]="gcc -Werror build + tests" [clang]="clang -Werror build"
+                 [asan]="AddressSanitizer + UBSan build + tests" [fuzz]="libFuzzer targets (bounded time each)")
 
-step "AddressSanitizer + UBSan build + tests"
-cmake -S . -B "$root/asan" -DCMAKE_C_COMPILER=gcc -DCOLL_WERROR=ON -DCOLL_SANITIZE=ON \
-  -DCMAKE_BUILD_TYPE=Debug >/dev/null
-cmake --build "$root/asan" -j "$jobs"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir "$root/asan" --output-on-failure -j 1
+now() { date +%s.%N; }
+# seconds as "83 s (1m 23s)"
+dur() { awk -v s="$1" 'BEGIN { t = int(s + 0.5); printf "%d s", t; if (t >= 60) printf " (%dm %02ds)", t / 60, t % 60 }'; }
 
-step "libFuzzer targets (bounded time each)"
-bash tests/fuzz/run.sh "${COLL_FUZZ_SECONDS:-30}" "$root/fuzz"
+names=() results=() times=()
+failed=0
+t_all=$(now)
+for s in $stages; do
+  if ! declare -F "stage_$s" >/dev/null; then
+    echo "run_all.sh: unknown stage \"$s\" (stages: gcc clang asan fuzz)" >&2
+    names+=("$s") results+=("FAILED (unknown stage)") times+=("0 s")
+    failed=1
+    continue
+  fi
+  printf '\n=== %s: %s ===\n' "$s" "${what[$s]}"
+  t0=$(now)
+  "stage_$s"
+  rc=$?
+  t=$(dur "$(awk -v a="$t0" -v b="$(now)" 'BEGIN { print b - a }')")
+  if [ "$rc" -eq 0 ]; then r=passed; else r="FAILED (exit $rc)"; failed=1; fi
+  printf '=== %s: %s in %s ===\n' "$s" "$r" "$t"
+  names+=("$s") results+=("$r") times+=("$t")
+done
 
-step "all test suites passed"
+printf '\n=== summary ===\n'
+printf '%-8s %-20s %s\n' stage result "wall time"
+for i in "${!names[@]}"; do printf '%-8s %-20s %s\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"; done
+printf '%-8s %-20s %s\n' total "$([ "$failed" = 0 ] && echo passed || echo FAILED)" \
+  "$(dur "$(awk -v a="$t_all" -v b="$(now)" 'BEGIN { print b - a }')")"
+if [ "$failed" = 0 ]; then echo "all test stages passed"; else echo "some test stages FAILED (see above)"; fi
+exit "$failed"

@@ -5,8 +5,10 @@
 
 Works with torch 1.13 through 2.x (CPU tensors).  libcoll.so is found through
 $COLL_LIBRARY, next to this package, in the repository's build/ folder, or by
-ctypes.util.find_library("coll").  See _pg.py for what each operation does and
-which dtypes/ops are supported.
+ctypes.util.find_library("coll").  _pg.py has the process group (what each
+operation does), _dtypes.py the dtypes and ops it supports, _work.py its Work
+objects and completion thread, _p2p.py sends and receives, _rendezvous.py how
+ranks meet through torch's store.
 """
 import inspect
 

@@ -1,39 +1,15 @@
 """ProcessGroupColl: a torch.distributed.ProcessGroup that drives libcoll.so.
 
 One instance per torch process group (init_process_group and every
-new_group).  Design:
-
-* The communicator comes from the c10d Store torch hands the creator: rank 0
-  calls collGetUniqueId and publishes the 128 bytes under a key that is unique
-  per initialisation; every rank then calls collCommInitRank.
-* Every operation is issued on one coll stream of this group (the call returns
-  at once; coll's progress thread runs the work in issue order).  A Python
-  worker thread per group waits with collStreamSynchronize and then, in issue
-  order, runs each operation's finishing step (copies back into non-contiguous
-  outputs and the like) and completes its torch.futures.Future.  The Work
-  returned (CollWork) wraps that future: async_op=True really overlaps, and
-  Work.wait() raises the RuntimeError (collGetLastError's text) of a failed
-  operation, e.g. when a peer died.  (A _create_work_from_future Work would not:
-  on torch 1.13 its wait() ignores the future's error.)
-* Sends and receives do not go through the group's communicator: coll runs a
-  communicator's work strictly in issue order, so irecv(peer) followed by
-  isend(peer) on both sides would wait for each other forever (gloo runs them
-  independently).  Instead every direction src -> dst gets its own two-rank
-  communicator, made on first use through the store, with a thread that runs
-  that direction's messages in order (_Channel).  Messages of one direction
-  stay ordered (coll has no tags; tags are ignored), different directions and
-  collectives run independently, as with gloo.
-* Data movement (broadcast, all-gather, scatter, gather, all-to-all, send and
-  recv) moves bytes, so it works for every dtype.  Reductions map the torch
-  dtype to coll's: int8, uint8, int32, int64, float16, float32, float64,
-  bfloat16 (and uint32/uint64 where torch has them); bool reduces as a byte
-  with SUM/MAX = logical or and PRODUCT/MIN = logical and (what gloo gives);
-  complex reduces as pairs of reals for SUM, AVG and PREMUL_SUM.  Everything
-  else (int16, BAND/BOR/BXOR, complex MIN...) raises a RuntimeError that says
-  so.
+new_group):
+* the communicator comes from the c10d Store torch hands the creator: rank 0
+  calls collGetUniqueId and publishes the 128 bytes through the store
+  (_rendezvous.py); every rank then calls collCommInitRank;
+* collectives run on the group's coll stream and complete their Work from the
+  group's engine thread (_work.py);
+* sends and receives run on one two-rank communicator per direction (_p2p.py);
+* dtypes and reduce ops map to coll's as _dtypes.py says.
 """
-import ctypes
-import collections
 import datetime
 import os
 import threading
@@ -44,601 +20,17 @@ import torch
 import torch.distributed as dist
 
 from . import _lib
-from ._lib import CollError
+from ._dtypes import _check_tensor, _nbytes, _op_name, _Outs, _plain, _plain_copy, _premul, _ptr, _reduction
+from ._rendezvous import _clear_stale_init_barrier, _exchange_unique_id, _rendezvous_watch, _store_get_when_counted
+from ._work import CollWork, _Engine
 
-try:
-    _c10d = torch._C._distributed_c10d
-except AttributeError:  # pragma: no cover
-    raise ImportError("torch_coll needs torch built with distributed support")
-
-_create_work_from_future = _c10d._create_work_from_future
+_c10d = torch._C._distributed_c10d
 _ProcessGroup = _c10d.ProcessGroup
 BACKEND_NAME = "coll"
-
-# ---------------------------------------------------------------------------
-# dtypes and reduction ops
-
-_RED_TYPES = {
-    torch.int8: _lib.INT8,
-    torch.uint8: _lib.UINT8,
-    torch.int32: _lib.INT32,
-    torch.int64: _lib.INT64,
-    torch.float16: _lib.FLOAT16,
-    torch.float32: _lib.FLOAT32,
-    torch.float64: _lib.FLOAT64,
-    torch.bfloat16: _lib.BFLOAT16,
-    torch.bool: _lib.UINT8,  # with the op remapped, see _reduction()
-}
-for _n, _c in (("uint32", _lib.UINT32), ("uint64", _lib.UINT64)):
-    if hasattr(torch, _n):  # torch >= 2.3
-        _RED_TYPES[getattr(torch, _n)] = _c
-_COMPLEX_REAL = {torch.complex64: _lib.FLOAT32, torch.complex128: _lib.FLOAT64}
-if hasattr(torch, "complex32"):
-    _COMPLEX_REAL[torch.complex32] = _lib.FLOAT16
-
-_OPS = {"SUM": _lib.SUM, "PRODUCT": _lib.PROD, "MIN": _lib.MIN, "MAX": _lib.MAX, "AVG": _lib.AVG}
-# bool as a byte of 0/1: or = max, and = min (gloo: sum/max = or, product/min = and)
-_BOOL_OPS = {"SUM": _lib.MAX, "MAX": _lib.MAX, "PRODUCT": _lib.MIN, "MIN": _lib.MIN}
-
-
-def _op_name(reduce_op):
-    op = getattr(reduce_op, "op", reduce_op)  # ReduceOp -> RedOpType
-    name = getattr(op, "name", None)
-    if name is None:
-        name = str(op).rsplit(".", 1)[-1]
-    return name
-
-
-_premul_layout_ok = None
-
-
-def _premul_factor_113(reduce_op):
-    """torch 1.13 does not expose the PREMUL_SUM factor to Python.  Read it
-    from the C++ object (pybind11 instance -> c10d::ReduceOp -> supplement_
-    -> NCCLPreMulSumSupplement::double_factor), after checking the layout on
-    probe objects whose contents we know; refuse if anything disagrees."""
-    global _premul_layout_ok
-    P = ctypes.c_void_p
-
-    def value_ptr(o):
-        return P.from_address(id(o) + 16).value  # simple_value_holder[0]
-
-    def op_byte(o):
-        return ctypes.c_uint8.from_address(value_ptr(o) + 24).value
-
-    def supp(o):
-        return P.from_address(value_ptr(o) + 32).value
-
-    if _premul_layout_ok is None:
-        ok = False
-        try:
-            if not torch.__version__.startswith("1."):
-                raise RuntimeError("only torch 1.x lacks ReduceOp.__getstate__")
-            R = _c10d.ReduceOp
-            probes = [(R(R.RedOpType.SUM), 0), (R(R.RedOpType.MAX), 4), (R(R.RedOpType.AVG), 1)]
-            if all(value_ptr(o) and op_byte(o) == v and supp(o) is None for o, v in probes):
-                o = _c10d.AllreduceOptions()
-                o.reduceOp = dist._make_nccl_premul_sum(0.8125)
-                p = o.reduceOp  # the shim reads a copy held by an options object
-                if op_byte(p) == 8 and supp(p):
-                    ok = ctypes.c_double.from_address(supp(p) + 24).value == 0.8125
-                    q = dist._make_nccl_premul_sum(-3.5)
-                    ok = ok and ctypes.c_double.from_address(supp(q) + 24).value == -3.5
-                    # undefined at::Tensor points at UndefinedTensorImpl's singleton
-                    _premul_factor_113.undef = P.from_address(supp(p) + 32).value
-                    ok = ok and _premul_factor_113.undef == P.from_address(supp(q) + 32).value
-        except Exception:
-            ok = False
-        _premul_layout_ok = ok
-    if not _premul_layout_ok:
-        raise RuntimeError("coll: cannot read the PREMUL_SUM factor on this torch version")
-    s = supp(reduce_op)
-    if not s:
-        raise RuntimeError("coll: PREMUL_SUM without a factor")
-    if P.from_address(s + 32).value != _premul_factor_113.undef:
-        raise RuntimeError("coll: PREMUL_SUM with a tensor factor is not supported on torch 1.13 (use a float factor)")
-    return ctypes.c_double.from_address(s + 24).value
-
-
-def _premul_factor(reduce_op):
-    try:
-        st = reduce_op.__getstate__()  # torch 2.x: (RedOpType, factor)
-        if isinstance(st, tuple) and len(st) == 2 and st[1] is not None:
-            return st[1]
-    except Exception:
-        pass
-    return _premul_factor_113(reduce_op)
-
-
-def _premul(t, factor):
-    """t *= factor in t's dtype (as NCCL does: the factor is converted to the
-    element type first, so integer tensors use the truncated factor)."""
-    f = factor if isinstance(factor, torch.Tensor) else torch.tensor(factor)
-    if not t.dtype.is_complex:
-        f = f.real if f.is_complex() else f
-    return t.mul_(f.to(t.dtype))
-
-
-def _reduction(t, reduce_op, what):
-    """-> (coll dtype, coll op, element count, premul factor or None)."""
-    name = _op_name(reduce_op)
-    dt = t.dtype
-    factor = None
-    if name in ("BAND", "BOR", "BXOR"):
-        raise RuntimeError("coll: %s: ReduceOp.%s is not supported (coll has no bitwise reductions)" % (what, name))
-    if name == "PREMUL_SUM":
-        factor = _premul_factor(reduce_op)
-        name = "SUM"
-    if name not in _OPS:
-        raise RuntimeError("coll: %s: unsupported reduce op %s" % (what, name))
-    if dt in _COMPLEX_REAL:
-        if name not in ("SUM", "AVG"):
-            raise RuntimeError("coll: %s: ReduceOp.%s is not defined for complex tensors (only SUM, AVG, PREMUL_SUM)"
-                               % (what, name))
-        return _COMPLEX_REAL[dt], _OPS[name], 2 * t.numel(), factor
-    if dt == torch.bool:
-        if name not in _BOOL_OPS or factor is not None:
-            raise RuntimeError("coll: %s: ReduceOp.%s is not supported for bool tensors (SUM/MAX = or, "
-                               "PRODUCT/MIN = and)" % (what, "PREMUL_SUM" if factor is not None else name))
-        return _lib.UINT8, _BOOL_OPS[name], t.numel(), None
-    if dt not in _RED_TYPES:
-        raise RuntimeError("coll: %s: dtype %s cannot be reduced by coll (supported: %s, bool, complex)"
-                           % (what, dt, ", ".join(sorted(str(d).replace("torch.", "") for d in _RED_TYPES
-                                                         if d != torch.bool))))
-    return _RED_TYPES[dt], _OPS[name], t.numel(), factor
-
-
-# ---------------------------------------------------------------------------
-# tensors
-
-
-def _plain(t):
-    return t.is_contiguous() and not t.is_conj() and not (hasattr(t, "is_neg") and t.is_neg())
-
-
-def _check_tensor(t, what):
-    if not isinstance(t, torch.Tensor):
-        raise TypeError("coll: %s: expected a tensor, got %r" % (what, type(t)))
-    if t.device.type != "cpu":
-        raise RuntimeError("coll: %s: only CPU tensors are supported (got %s)" % (what, t.device))
-    if t.layout != torch.strided:
-        raise RuntimeError("coll: %s: only dense (strided) tensors are supported (got %s)" % (what, t.layout))
-
-
-def _plain_copy(t):
-    if hasattr(t, "resolve_neg"):
-        t = t.resolve_conj().resolve_neg()
-    return t.contiguous()
-
-
-def _ptr(t):
-    return t.data_ptr() if t.numel() else None
-
-
-def _nbytes(t):
-    return t.numel() * t.element_size()
-
-
-class _Outs:
-    """Output buffers: a plain tensor is written directly, others go through a
-    contiguous staging tensor copied back when the operation completed."""
-
-    def __init__(self, pg):
-        self.pg = pg
-        self.copies = []
-
-    def buf(self, t, what, init=False):
-        _check_tensor(t, what)
-        if _plain(t):
-            return t
-        b = torch.empty(t.shape, dtype=t.dtype)
-        if init:
-            self.pg._eng.quiesce()
-            b.copy_(t)
-        self.copies.append((t, b))
-        return b
-
-    def finish(self):
-        for t, b in self.copies:
-            t.copy_(b)
-
-
-# ---------------------------------------------------------------------------
-# the engine: one coll stream and one completion thread per process group
-
-# Completed Work objects are kept alive a little longer: on torch < 2.14 a
-# Python Work whose Python object died can no longer be waited on from C++
-# (the trampoline falls back to c10d::Work::wait, which never returns), and C++
-# callers (DDP's reducer, _broadcast_coalesced) may call wait()/get_future()
-# after we completed the future.  They do so promptly, so a short retention
-# suffices.
 
 
 def _any_source_enabled():  # read when a group is created
     return os.environ.get("COLL_TORCH_ANY_SOURCE", "0") not in ("", "0")
-
-
-_RETAIN_COUNT = 64
-_RETAIN_SECONDS = 5.0
-
-
-class _Item:
-    __slots__ = ("futs", "finalize", "keep", "works", "err")
-
-    def __init__(self, futs, finalize, keep, err=None):
-        self.futs = futs  # [(future, result)]
-        self.finalize = finalize
-        self.keep = keep  # buffers coll reads/writes: alive until completion
-        self.works = []
-        self.err = err  # failed at issue: complete with this error
-
-
-class CollWork(_c10d.Work):
-    """Work of the coll backend: wait() raises the operation's error."""
-
-    def __init__(self, fut, eng):
-        _c10d.Work.__init__(self)
-        self._fut = fut
-        self._eng = eng
-
-    def wait(self, timeout=None):
-        secs = 0.0
-        if timeout is not None:
-            secs = timeout.total_seconds() if hasattr(timeout, "total_seconds") else float(timeout)
-        if secs > 0 and not self._fut.done():  # 0 means no timeout, as in c10d
-            ev = threading.Event()
-            self._fut.add_done_callback(lambda f: ev.set())
-            if not ev.wait(secs):
-                raise RuntimeError("coll: Work.wait() timed out after %.3f s (the operation goes on)" % secs)
-        self._fut.wait()  # raises the RuntimeError the operation failed with
-        return True
-
-    def get_future(self):
-        return self._fut
-
-    def is_completed(self):
-        return self._fut.done()
-
-    def is_success(self):
-        if not self._fut.done():
-            raise RuntimeError("coll: is_success() on a Work that has not completed")
-        try:
-            self._fut.value()
-            return True
-        except Exception:
-            return False
-
-    def exception(self):
-        if not self._fut.done():
-            return None
-        try:
-            self._fut.value()
-            return None
-        except Exception as e:
-            return e
-
-    def result(self):
-        self.wait()
-        v = self._fut.value()
-        return list(v) if isinstance(v, (list, tuple)) else [v]
-
-    def synchronize(self):
-        pass
-
-    _src_rank = None
-
-    def source_rank(self):
-        if self._src_rank is None:
-            raise RuntimeError("coll: source_rank() is only defined for a receive from any source")
-        return self._src_rank
-
-    _source_rank = source_rank
-
-    def abort(self):
-        raise RuntimeError("coll: aborting a single operation is not supported")
-
-
-class _Engine:
-    """Owns the communicator and its stream.  The completion thread holds only
-    a weak proxy of it, so the process group can be garbage-collected and shut
-    the engine down."""
-
-    def __init__(self, comm, rank, size, store=None, gen=0):
-        self.comm = comm
-        self.store = store  # for the point-to-point channels' rendezvous
-        self.gen = gen
-        self.channels = {}  # (src, dst) -> _Channel
-        self.rank = rank
-        self.size = size
-        self.stream = _lib.stream_create(comm)
-        self.cond = threading.Condition()
-        self.issue_lock = threading.RLock()
-        self.pending = collections.deque()
-        self.stop = False
-        self.error = None  # message of the first failure: later calls fail at once
-        self.closed = False
-        self.inflight = 0  # submitted, not yet completed
-        self.retained = collections.deque()  # (time completed, [works])
-        self.thread = threading.Thread(target=_Engine._run, args=(weakref.proxy(self), self.cond, self.pending),
-                                       name="coll-completion-r%d" % rank, daemon=True)
-        self.thread.start()
-        _live_engines.add(self)
-
-    def _check_open(self):
-        if self.closed:
-            raise RuntimeError("coll: the process group was destroyed")
-        if self.error is not None:
-            raise RuntimeError(self.error)
-
-    # -- issuing
-    def submit(self, issue, futs, finalize=None, keep=None, group=False, works=(), raise_errors=True):
-        """Issues one item (issue() makes the coll calls) after any deferred
-        point-to-point work."""
-        with self.issue_lock:
-            self._check_open()
-            self._submit_locked(issue, futs, finalize, keep, group, raise_errors, works)
-
-    def _submit_locked(self, issue, futs, finalize, keep, group, raise_errors, works):
-        err = None
-        if group:
-            _lib.lib.collGroupStart()
-        try:
-            issue()
-        except Exception as e:
-            err = e
-        if group:
-            r = _lib.lib.collGroupEnd()
-            if r != _lib.SUCCESS and err is None:
-                err = CollError(r, _lib.message(r, "collGroupEnd"))
-        if err is not None and raise_errors:
-            futs = []  # the caller gets the exception; no Work exists
-        item = _Item(futs, finalize, keep, None if err is None else str(err))
-        item.works = list(works)
-        with self.cond:
-            # even a failed issue keeps its buffers alive until the stream drained
-            self.pending.append(item)
-            self.inflight += 1
-            self.cond.notify_all()
-        if err is not None and raise_errors:
-            raise err
-
-    def channel(self, src, dst):
-        with self.issue_lock:
-            self._check_open()
-            ch = self.channels.get((src, dst))
-            if ch is None:
-                ch = self.channels[(src, dst)] = _Channel(self, src, dst)
-            return ch
-
-    @staticmethod
-    def _run(eng, cond, pending):
-        try:
-            stream = eng.stream
-            while True:
-                with cond:
-                    while not pending and not eng.stop:
-                        cond.wait()
-                    if not pending and eng.stop:
-                        return
-                    n = len(pending)
-                if any(it.err is None for it in list(pending)[:n]):
-                    r = _lib.lib.collStreamSynchronize(stream)
-                else:
-                    r = _lib.SUCCESS
-                err = None
-                if r != _lib.SUCCESS:
-                    err = _lib.message(r, "operation on process group rank %d" % eng.rank)
-                    eng.error = err
-                with cond:
-                    items = [pending.popleft() for _ in range(n)]
-                for it in items:
-                    _complete(it, err or it.err)
-                    if it.works:
-                        eng.retain(it.works)
-                    it.works = None
-                with cond:
-                    eng.inflight -= n
-                    cond.notify_all()
-        except ReferenceError:  # the engine is gone
-            return
-
-    def retain(self, works):
-        now = time.monotonic()
-        with self.cond:
-            self.retained.append((now, works))
-            ret = self.retained
-            while len(ret) > _RETAIN_COUNT and now - ret[0][0] > _RETAIN_SECONDS:
-                ret.popleft()
-
-    def quiesce(self):
-        """Waits until every operation submitted so far completed (not from
-        the completion thread itself, which would wait for itself)."""
-        if threading.current_thread() is self.thread:
-            return
-        with self.cond:
-            while self.inflight:
-                self.cond.wait()
-
-    def close(self, timeout=30.0):
-        with self.issue_lock:
-            if self.closed:
-                return
-            self.closed = True
-        me = threading.current_thread()
-        if me is self.thread or any(me is ch.thread for ch in self.channels.values()):
-            # the group was dropped from one of our own threads (a future's callback): finish
-            # elsewhere, as that thread must leave coll before its stream and comm are freed
-            threading.Thread(target=self._finish_close, args=(timeout,), daemon=True).start()
-        else:
-            self._finish_close(timeout)
-
-    def _finish_close(self, timeout):
-        for ch in list(self.channels.values()):
-            ch.close(timeout)
-        with self.cond:
-            self.stop = True
-            self.cond.notify_all()
-        self.thread.join(timeout)
-        if self.thread.is_alive():
-            return  # something is stuck inside coll: leak rather than free under it
-        _live_engines.discard(self)
-        self.retained.clear()
-        _lib.lib.collStreamDestroy(self.stream)
-        ae = _lib.async_error(self.comm)
-        if ae not in (None, _lib.SUCCESS, _lib.IN_PROGRESS):
-            _lib.lib.collCommAbort(self.comm)
-        else:
-            _lib.lib.collCommDestroy(self.comm)
-        self.comm = None
-
-
-class _Channel:
-    """Messages from rank src to rank dst of one process group, over a
-    two-rank communicator of their own (src is its rank 0), created on first
-    use through the group's store, by this channel's thread so that neither
-    side blocks its caller.  The thread runs the messages in issue order with
-    blocking coll calls and completes each future."""
-
-    def __init__(self, eng, src, dst):
-        self.eng = weakref.proxy(eng)
-        self.src, self.dst = src, dst
-        self.sending = eng.rank == src
-        self.rank = eng.rank
-        self.timeout = getattr(eng, "timeout_sec", None)
-        self.cond = threading.Condition()
-        self.q = collections.deque()
-        self.stop = False
-        self.comm = None
-        self.error = None
-        self.inflight = 0
-        self.thread = threading.Thread(target=self._run, args=(eng.store, eng.gen), daemon=True,
-                                       name="coll-p2p-%d-%d" % (src, dst))
-        self.thread.start()
-
-    def put(self, ptr_keep, nbytes, fut, result, finalize, work):
-        with self.cond:
-            if self.stop:
-                raise RuntimeError("coll: the process group was destroyed")
-            self.q.append((ptr_keep, nbytes, fut, result, finalize, work))
-            self.inflight += 1
-            self.cond.notify_all()
-
-    def _connect(self, store, gen):
-        key = "torch_coll/p2p/%d/%d-%d" % (gen, self.src, self.dst)
-        if self.sending:
-            uid = _lib.get_unique_id()
-            store.set(key, uid)
-            store.add(key + "/ready", 1)
-        else:
-            uid = _store_get_when_counted(store, key + "/ready", 1, key, self.timeout,
-                                          "the channel from rank %d" % self.src)
-        return _lib.comm_init_rank(uid, 2, 0 if self.sending else 1, self.timeout)
-
-    def _run(self, store, gen):
-        what = "%s rank %d %s rank %d" % ("send from" if self.sending else "receive on", self.rank,
-                                         "to" if self.sending else "from", self.dst if self.sending else self.src)
-        peer = 1 if self.sending else 0
-        while True:
-            with self.cond:
-                while not self.q and not self.stop:
-                    self.cond.wait()
-                if not self.q:
-                    return
-                buf, n, fut, result, finalize, work = self.q[0]
-            err = self.error
-            if err is None and n and self.comm is None:
-                try:
-                    self.comm = self._connect(store, gen)
-                except Exception as e:
-                    err = self.error = "coll: setting up the channel for %s failed: %s" % (what, e)
-            if err is None and n:
-                ptr = buf.data_ptr()
-                if self.sending:
-                    r = _lib.lib.collSend(ptr, n, _lib.UINT8, peer, self.comm, None)
-                else:
-                    r = _lib.lib.collRecv(ptr, n, _lib.UINT8, peer, self.comm, None)
-                if r != _lib.SUCCESS:
-                    err = self.error = _lib.message(r, what)
-            if err is None and finalize is not None:
-                try:
-                    finalize()
-                except Exception as e:  # pragma: no cover
-                    err = "coll: finishing %s failed: %r" % (what, e)
-            with self.cond:
-                self.q.popleft()
-            if err is None:
-                fut.set_result(result)
-            else:
-                fut.set_exception(RuntimeError(err))
-            try:
-                self.eng.retain([work])
-            except ReferenceError:
-                pass
-            with self.cond:
-                self.inflight -= 1
-                self.cond.notify_all()
-
-    def close(self, timeout):
-        with self.cond:
-            self.stop = True
-            self.cond.notify_all()
-        if self.thread is not threading.current_thread():
-            self.thread.join(timeout)
-            if self.thread.is_alive():
-                return  # blocked inside coll on a peer: leak rather than free under it
-        if self.comm is not None:
-            ae = _lib.async_error(self.comm)
-            if ae not in (None, _lib.SUCCESS, _lib.IN_PROGRESS):
-                _lib.lib.collCommAbort(self.comm)
-            else:
-                _lib.lib.collCommDestroy(self.comm)
-            self.comm = None
-
-
-def _store_get_when_counted(store, count_key, n, key, timeout_sec, what):
-    """store.get(key) once store counter count_key reached n, by polling the
-    counter.  (A blocking store.get may hold the client's lock while it waits:
-    with torch 2.x's TCPStore another thread of this process then cannot use
-    the store, and the value it waits for may depend on that thread.)"""
-    deadline = time.monotonic() + (timeout_sec or 1800)
-    delay = 0.0005
-    while store.add(count_key, 0) < n:
-        if time.monotonic() > deadline:
-            raise RuntimeError("coll: timed out waiting for %s in the store" % what)
-        time.sleep(delay)
-        delay = min(delay * 2, 0.02)
-    return bytes(store.get(key))
-
-
-def _complete(it, err):
-    if err is None and it.finalize is not None:
-        try:
-            it.finalize()
-        except Exception as e:  # pragma: no cover
-            err = "coll: finishing the operation failed: %r" % (e,)
-    for fut, result in it.futs:
-        if err is None:
-            fut.set_result(result)
-        else:
-            fut.set_exception(RuntimeError(err))
-
-
-_live_engines = weakref.WeakSet()
-
-
-def _close_all():  # atexit: stop the completion threads before the interpreter goes
-    for e in list(_live_engines):
-        try:
-            e.close(timeout=5.0)
-        except Exception:
-            pass
-
-import atexit  # noqa: E402
-
-atexit.register(_close_all)
-
-# ---------------------------------------------------------------------------
-# the process group
 
 
 def _opt(opts, name, default):
@@ -737,13 +129,13 @@ class ProcessGroupColl(_ProcessGroup):
     # -- plumbing
     def _submit(self, issue, result, finalize=None, keep=None, group=False):
         fut = torch.futures.Future()
-        work = CollWork(fut, self._eng)
+        work = CollWork(fut)
         self._eng.submit(issue, [(fut, result)], finalize, keep, group, [work])
         return work
 
     def _p2p(self, src, dst, buf, result, finalize):
         fut = torch.futures.Future()
-        work = CollWork(fut, self._eng)
+        work = CollWork(fut)
         if self._batch is not None:
             self._batch.append(fut)
         self._eng.channel(src, dst).put(buf, _nbytes(buf), fut, result, finalize, work)
@@ -825,7 +217,7 @@ class ProcessGroupColl(_ProcessGroup):
         t.copy_(out)
         fut = torch.futures.Future()
         fut.set_result([t])
-        return CollWork(fut, self._eng)
+        return CollWork(fut)
 
     def allreduce_coalesced(self, tensors, opts=None):
         op = _opt(opts, "reduceOp", dist.ReduceOp.SUM)
@@ -1115,7 +507,7 @@ class ProcessGroupColl(_ProcessGroup):
     def _end_coalescing(self, *args, **kwargs):
         futs, self._batch = self._batch or [], None
         agg = torch.futures.Future()
-        work = CollWork(agg, self._eng)
+        work = CollWork(agg)
         if not futs:
             agg.set_result([])
             return work
@@ -1361,7 +753,6 @@ class ProcessGroupColl(_ProcessGroup):
 # ---------------------------------------------------------------------------
 # creation
 
-
 def _timeout_seconds(timeout):
     if timeout is None:
         return None
@@ -1372,28 +763,38 @@ def _timeout_seconds(timeout):
     return max(1, int(s + 0.999))
 
 
+# The engine of the current default group.  torch 2.x's destroy_process_group()
+# shuts every group down; torch 1.13's only drops its references, so a group
+# from new_group that the user still holds would keep its communicator and
+# threads.  So closing a default group closes the groups made under it.
+_world_engine = None
+
+
 def create_process_group(store, rank, size, timeout=None):
     """The creator registered with torch (register_backend(..., extended_api=False))."""
+    global _world_engine
+    tmo = None if "COLL_TIMEOUT" in os.environ else _timeout_seconds(timeout)
     gen = 0
     if size == 1:
         uid = _lib.get_unique_id()
     else:
-        # One key per initialisation on this store: every rank of this init
-        # adds 1 before any rank can finish it (collCommInitRank needs all of
-        # them), so (count-1)//size names the same generation on every rank.
-        gen = (store.add("torch_coll/init_count", 1) - 1) // size
-        key = "torch_coll/unique_id/%d" % gen
-        if rank == 0:
-            uid = _lib.get_unique_id()
-            store.set(key, uid)
-        else:
-            uid = bytes(store.get(key))
-    tmo = None if "COLL_TIMEOUT" in os.environ else _timeout_seconds(timeout)
+        gen, uid = _exchange_unique_id(store, rank, size, tmo)
     comm = _lib.comm_init_rank(uid, size, rank, tmo)
+    watch = None
     try:
+        _clear_stale_init_barrier(store, rank, size, comm)
+        watch = _rendezvous_watch(store, rank)
         eng = _Engine(comm, rank, size, store, gen)
         eng.timeout_sec = tmo
+        eng.rendezvous_watch = watch
+        world = _world_engine() if _world_engine is not None else None
+        if not dist.is_initialized():  # the default group: torch sets it when we return
+            _world_engine = weakref.ref(eng)
+        elif world is not None and not world.closed:
+            world.subgroups.add(eng)
     except Exception:
+        if watch is not None:
+            watch.close()
         _lib.lib.collCommDestroy(comm)
         raise
     return ProcessGroupColl(eng, rank, size)

@@ -77,6 +77,7 @@ struct collComm {
   struct collTopo* topo; /* hwloc summaries of every rank, link classes (src/topo) */
   struct collTunerState* tuner; /* cost model inputs, plugin, decision cache (src/tuner) */
   struct collMailbox* mailbox;  /* one-shot small collectives inside a node (engine/mailbox.h); NULL: none */
+  struct collObs* obs;          /* counters, flight recorder, trace, profiler (src/obs/obs.h) */
   int nchannels;    /* default channel count (point-to-point striping) */
   int maxChannels;  /* channels the tuner may use; conns/channels size */
   collConn* conns; /* [maxChannels * nranks] */
@@ -90,8 +91,9 @@ struct collComm {
   int checkCalls;  /* COLL_CHECK: verify call signatures across ranks */
   size_t chunkBytes;
   volatile int abortFlag;
-  collResult_t asyncError; /* atomic */
-  char asyncMsg[512];
+  collResult_t asyncError; /* atomic; set with asyncMsg under errLock */
+  char asyncMsg[1024];
+  pthread_mutex_t errLock;
   uint64_t opCount;
   uint32_t collSeq;  /* collectives run so far: the call number in their signature (engine/sig.h) */
   char* stage;       /* working copy of float16/bfloat16 reductions (engine.c), kept between calls */
@@ -99,6 +101,20 @@ struct collComm {
   unsigned goneScan; /* next rank the connection wait checks for being gone (conn.c) */
   int initRunning;  /* non-blocking init thread still working (atomic) */
   int activeCalls;  /* threads inside API calls on this comm (atomic) */
+  /* lifecycle and misuse (comm.c) */
+  int destroying;         /* collCommDestroy/Abort began: new calls are refused (under the registry lock) */
+  unsigned forkGen;       /* collForkGeneration() at creation: another value means a fork() child */
+  int issuerTid;          /* thread inside an issuing call (collectives, groups); 0: none (atomic) */
+  int issuerDepth;        /* nesting of that thread's issuing calls */
+  const char* issuerFn;   /* the outermost of them, for the message to a second thread */
+  struct collStream** streams; /* live streams (orphaned when comm is freed), under the registry lock */
+  int nstreams, capStreams;
+  /* timeouts: timeoutSec is the communicator's (collCommSetTimeout); each
+   * operation takes its deadline when issued (collOp.timeoutSec) and the
+   * engine runs it under runTimeoutSec */
+  int callTimeoutMs;      /* collCommSetCallTimeout for the next launch; -1: none */
+  double runTimeoutSec;   /* of the operation the engine runs now; 0: none */
+  int runTimeoutPerCall;  /* it came from collCommSetCallTimeout */
   char barrierBuf[2];
 
   /* progress thread and its queue (created with the first stream) */
@@ -113,25 +129,58 @@ struct collComm {
 };
 
 struct collStream {
-  collComm_t comm;
+  collComm_t comm;    /* NULL once the communicator was destroyed (under the registry lock) */
   uint32_t magic;
   int pending;        /* guarded by comm->qlock */
   collResult_t error; /* first error, guarded by comm->qlock */
 };
 #define COLL_STREAM_MAGIC 0xc0115eeau
 
-/* Records an asynchronous error once (first wins) and aborts the comm. */
-void collCommSetAsyncError(collComm_t comm, collResult_t r, const char* msg);
+/* Records an asynchronous error once (first wins) and aborts the comm;
+ * returns 1 when this call recorded it, 0 when an error was there already. */
+int collCommSetAsyncError(collComm_t comm, collResult_t r, const char* msg);
+/* Replaces the message of the error recorded by the call of
+ * collCommSetAsyncError that returned 1 (the first failure), once the
+ * failing thread knows more (what the peers said, which rank stopped). */
+void collCommRefineAsyncError(collComm_t comm, const char* msg);
+/* Copies the communicator's error message (empty if none) into buf. */
+void collCommErrorMessage(collComm_t comm, char* buf, size_t size);
+/* The error of a failed communicator (collSuccess if it did not fail), with
+ * "`fn`: communicator failed earlier: <message>" set as the thread's error. */
+collResult_t collCommFailedError(collComm_t comm, const char* fn);
+/* Incremented in every fork() child (pthread_atfork): a communicator whose
+ * forkGen differs was created by another process. */
+unsigned collForkGeneration(void);
 /* Validates a communicator handle; names `fn` in the error. */
 collResult_t collCommCheck(collComm_t comm, const char* fn);
 /* collCommCheck plus activeCalls++ (atomically with the registry lookup, so
  * collCommAbort on another thread waits for this call to leave). */
 collResult_t collCommEnter(collComm_t comm, const char* fn);
 void collCommLeave(collComm_t comm);
+/* collCommEnter without the failure check: for reading the state of a
+ * communicator that failed (counters, flight recorder). */
+collResult_t collCommEnterAny(collComm_t comm, const char* fn);
+/* collCommEnter for calls that issue operations (collectives, send/recv,
+ * groups): also refuses a second thread while one is inside such a call
+ * (collInvalidUsage naming both calls). collCommLeaveIssue undoes both. */
+collResult_t collCommEnterIssue(collComm_t comm, const char* fn);
+void collCommLeaveIssue(collComm_t comm);
+/* Enters the stream's communicator without the failure check (waiting for
+ * a failed comm's operations is allowed): *comm gets it. collInvalidUsage
+ * once the communicator was destroyed (the stream is then orphaned). */
+collResult_t collStreamEnter(collStream_t s, collComm_t* comm, const char* fn);
+/* Registers / unregisters a stream with its communicator (under the
+ * registry lock); a communicator being freed orphans its streams. */
+collResult_t collStreamRegister(collComm_t comm, collStream_t s);
+void collStreamUnregister(collStream_t s);
 /* The transport that carries traffic with `peer`. */
 static inline const collNet_v2_t* collPeerNet(const struct collComm* comm, int peer) {
   return comm->nets[comm->peerKind[peer]];
 }
+/* Calls fn(comm, arg) for every live communicator of this process, with
+ * the registry lock held (no communicator is freed meanwhile; fn must not
+ * call into the registry). For flight-recorder dumps on a signal. */
+void collCommForEach(void (*fn)(collComm_t comm, void* arg), void* arg);
 /* Host name of a rank, for messages. */
 const char* collCommPeerHost(collComm_t comm, int rank);
 

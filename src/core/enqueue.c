@@ -13,6 +13,26 @@
 #include "reduce/reduce.h"
 #include "tuner/tuner.h"
 
+/* ---- deadlines ------------------------------------------------------------
+ * An operation takes its deadline when it is issued: the communicator's
+ * timeout (collCommSetTimeout, COLL_TIMEOUT) or, for the next launch after
+ * collCommSetCallTimeout, that one (consumed by it). A later change of the
+ * communicator's timeout leaves issued operations as they are. */
+static void collTakeTimeout(collComm_t comm, collOp* op) {
+  op->timeoutSec = __atomic_load_n(&comm->timeoutSec, __ATOMIC_ACQUIRE);
+  op->timeoutPerCall = 0;
+}
+
+/* Applies a pending collCommSetCallTimeout to the n ops of one launch. */
+static void collTakeCallTimeout(collComm_t comm, collOp* ops, int n) {
+  if (__atomic_load_n(&comm->callTimeoutMs, __ATOMIC_ACQUIRE) < 0) return;
+  int ms = __atomic_exchange_n(&comm->callTimeoutMs, -1, __ATOMIC_ACQ_REL);
+  for (int i = 0; ms >= 0 && i < n; i++) {
+    ops[i].timeoutSec = ms * 1e-3;
+    ops[i].timeoutPerCall = 1;
+  }
+}
+
 /* ---- groups (thread-local) --------------------------------------------- */
 typedef struct {
   collComm_t comm;
@@ -25,7 +45,7 @@ static _Thread_local collGroupItem* collGroupItems;
 static _Thread_local int collGroupN, collGroupCap;
 static _Thread_local collResult_t collGroupError;
 
-collResult_t collGroupStart(void) {
+collResult_t collGroupStartImpl(void) {
   if (collGroupDepth == 0) collGroupError = collSuccess;
   collGroupDepth++;
   return collSuccess;
@@ -43,15 +63,43 @@ static collResult_t collGroupAdd(collComm_t comm, collStream_t stream, const col
   return collSuccess;
 }
 
+/* 1 when the group's operations use more than one communicator. */
+static int collGroupMultiComm(void) {
+  for (int i = 1; i < collGroupN; i++)
+    if (collGroupItems[i].comm != collGroupItems[0].comm) return 1;
+  return 0;
+}
+
+/* Waits for and frees a private stream of collGroupEnd; names the
+ * communicator's rank in the error. */
+static collResult_t collGroupWait(collStream_t s) {
+  collComm_t comm = s->comm;
+  int rank = comm->rank, nranks = comm->nranks;
+  collResult_t r = collStreamDestroy(s);
+  if (r != collSuccess)
+    r = collSetError(r, "collGroupEnd: the operations on the communicator where this is rank %d of %d failed: %s",
+                     rank, nranks, comm->asyncMsg[0] ? comm->asyncMsg : collGetErrorString(r));
+  return r;
+}
+
 /* Launches the group's operations: per communicator (in order of first use),
- * its operations in issue order, all on the first operation's stream. */
-collResult_t collGroupEnd(void) {
+ * its operations in issue order, all on the first operation's stream.
+ * Communicators of one group progress concurrently, as in NCCL: when the
+ * group spans several, the blocking (NULL-stream) ones are queued on a
+ * private stream each (run by that communicator's progress thread) and
+ * collGroupEnd waits for all of them. One after another, a send on one
+ * communicator could wait for a receive that its peer posts only on a
+ * communicator it runs later (BR-33: a single-copy send, or one larger than
+ * the ring, completes only once the receiver has read it). */
+collResult_t collGroupEndImpl(void) {
   if (collGroupDepth == 0)
     return collSetError(collInvalidUsage, "collGroupEnd: no matching collGroupStart on this thread");
   if (--collGroupDepth > 0) return collSuccess;
   collResult_t result = collGroupError;
   collOp* ops = malloc(sizeof(collOp) * (size_t)(collGroupN ? collGroupN : 1));
-  if (!ops) result = collSetError(collSystemError, "collGroupEnd: out of memory");
+  int concurrent = collGroupMultiComm(), ntemp = 0;
+  collStream_t* temp = concurrent ? calloc((size_t)collGroupN, sizeof *temp) : NULL;
+  if (!ops || (concurrent && !temp)) result = collSetError(collSystemError, "collGroupEnd: out of memory");
   for (int i = 0; i < collGroupN && result == collSuccess; i++) {
     collComm_t comm = collGroupItems[i].comm;
     if (!comm) continue;
@@ -67,11 +115,20 @@ collResult_t collGroupEnd(void) {
       collGroupItems[j].comm = NULL;
     }
     if (result != collSuccess) break;
-    result = collCommEnter(comm, "collGroupEnd");
+    result = collCommEnterIssue(comm, "collGroupEnd");
     if (result != collSuccess) break;
-    result = collSubmit(comm, stream, ops, n);
-    collCommLeave(comm);
+    collTakeCallTimeout(comm, ops, n);
+    if (concurrent && !stream && (result = collStreamCreate(comm, &temp[ntemp])) == collSuccess)
+      stream = temp[ntemp++];
+    if (result == collSuccess) result = collSubmit(comm, stream, ops, n);
+    collCommLeaveIssue(comm);
   }
+  /* whatever was queued runs on the caller's buffers: wait for it, error or not */
+  for (int k = 0; k < ntemp; k++) {
+    collResult_t r = collGroupWait(temp[k]);
+    if (result == collSuccess) result = r;
+  }
+  free(temp);
   free(ops);
   free(collGroupItems); /* thread-local: free it now, threads may exit */
   collGroupItems = NULL;
@@ -119,8 +176,9 @@ static collResult_t collCheckStream(collComm_t comm, collStream_t s, const char*
 static collResult_t collIssue(collComm_t comm, collStream_t stream, collOp* op, const char* fn, size_t sendMult,
                               size_t recvMult, int needsOp, int recvOnRootOnly) {
   collClearError();
-  collResult_t r = collCommEnter(comm, fn);
+  collResult_t r = collCommEnterIssue(comm, fn);
   if (r != collSuccess) return r;
+  collTakeTimeout(comm, op);
   if ((r = collCheckType(op->dtype, fn)) || (needsOp && (r = collCheckOp(op->op, fn))) ||
       (r = collCheckStream(comm, stream, fn)))
     goto out;
@@ -133,12 +191,13 @@ static collResult_t collIssue(collComm_t comm, collStream_t stream, collOp* op, 
       (r = collCheckBuf(recvUsed ? op->recvbuff : "", op->count, recvMult, op->dtype, "recvbuff", fn)))
     goto out;
   if (collGroupDepth > 0) {
-    collCommLeave(comm);
+    collCommLeaveIssue(comm);
     return collGroupAdd(comm, stream, op);
   }
+  collTakeCallTimeout(comm, op, 1);
   r = collSubmit(comm, stream, op, 1);
 out:
-  collCommLeave(comm);
+  collCommLeaveIssue(comm);
   return r;
 }
 
@@ -146,53 +205,55 @@ static size_t collNranksOf(collComm_t comm) {
   return comm && collCommCheck(comm, "") == collSuccess ? (size_t)comm->nranks : 1;
 }
 
-collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
+collResult_t collAllReduceImpl(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
                            collRedOp_t op, collComm_t comm, collStream_t stream) {
-  collOp o = {COLL_FN_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, 0, collAlgoOverride(COLL_FN_ALLREDUCE)};
+  collOp o = {COLL_FN_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, 0, collAlgoOverride(COLL_FN_ALLREDUCE),
+              0, 0};
   return collIssue(comm, stream, &o, "collAllReduce", 1, 1, 1, 0);
 }
 
-collResult_t collAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
+collResult_t collAllGatherImpl(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
                            collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, collSum, 0, 0,
-              collAlgoOverride(COLL_FN_ALLGATHER)};
+              collAlgoOverride(COLL_FN_ALLGATHER), 0, 0};
   return collIssue(comm, stream, &o, "collAllGather", 1, collNranksOf(comm), 0, 0);
 }
 
-collResult_t collReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
+collResult_t collReduceScatterImpl(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
                                collRedOp_t op, collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0, 0,
-              collAlgoOverride(COLL_FN_REDUCESCATTER)};
+              collAlgoOverride(COLL_FN_REDUCESCATTER), 0, 0};
   return collIssue(comm, stream, &o, "collReduceScatter", collNranksOf(comm), 1, 1, 0);
 }
 
-collResult_t collBroadcast(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
+collResult_t collBroadcastImpl(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
                            collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_BROADCAST, sendbuff, recvbuff, count, datatype, collSum, root, 0,
-              collAlgoOverride(COLL_FN_BROADCAST)};
+              collAlgoOverride(COLL_FN_BROADCAST), 0, 0};
   return collIssue(comm, stream, &o, "collBroadcast", 1, 1, 0, 0);
 }
 
-collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
+collResult_t collReduceImpl(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
                         int root, collComm_t comm, collStream_t stream) {
-  collOp o = {COLL_FN_REDUCE, sendbuff, recvbuff, count, datatype, op, root, 0, collAlgoOverride(COLL_FN_REDUCE)};
+  collOp o = {COLL_FN_REDUCE, sendbuff, recvbuff, count, datatype, op, root, 0, collAlgoOverride(COLL_FN_REDUCE),
+              0, 0};
   return collIssue(comm, stream, &o, "collReduce", 1, 1, 1, 1);
 }
 
-collResult_t collSend(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
+collResult_t collSendImpl(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream) {
-  collOp o = {COLL_FN_SEND, sendbuff, NULL, count, datatype, collSum, 0, peer, NULL};
+  collOp o = {COLL_FN_SEND, sendbuff, NULL, count, datatype, collSum, 0, peer, NULL, 0, 0};
   return collIssue(comm, stream, &o, "collSend", 1, 0, 0, 0);
 }
 
-collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
+collResult_t collRecvImpl(void* recvbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream) {
-  collOp o = {COLL_FN_RECV, NULL, recvbuff, count, datatype, collSum, 0, peer, NULL};
+  collOp o = {COLL_FN_RECV, NULL, recvbuff, count, datatype, collSum, 0, peer, NULL, 0, 0};
   return collIssue(comm, stream, &o, "collRecv", 0, 1, 0, 0);
 }
 
-collResult_t collBarrier(collComm_t comm, collStream_t stream) {
-  collOp o = {COLL_FN_ALLREDUCE, NULL, NULL, 1, collUint8, collMax, 0, 0, NULL};
+collResult_t collBarrierImpl(collComm_t comm, collStream_t stream) {
+  collOp o = {COLL_FN_ALLREDUCE, NULL, NULL, 1, collUint8, collMax, 0, 0, NULL, 0, 0};
   if (comm && collCommCheck(comm, "collBarrier") == collSuccess) {
     o.sendbuff = &comm->barrierBuf[0];
     o.recvbuff = &comm->barrierBuf[1];

@@ -2,6 +2,7 @@
  * init_env.c - ways to create communicators: collGetUniqueId,
  * collCommInitAll (ranks as threads) and collCommInitFromEnv (launchers).
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,15 +12,15 @@
 #include "misc/log.h"
 #include "misc/param.h"
 
-collResult_t collUniqueIdAt(collUniqueId* uid, const collSockAddr* addr, uint64_t secret, int bindAny) {
+collResult_t collUniqueIdAt(collUniqueId* uid, const collSockAddr* addr, int bindAny) {
   memset(uid, 0, sizeof *uid);
   collBootId id;
-  collResult_t r = collBootCreateRoot(&id, addr, secret, bindAny);
+  collResult_t r = collBootCreateRoot(&id, addr, bindAny);
   if (r == collSuccess) memcpy(uid->internal, &id, sizeof id);
   return r;
 }
 
-collResult_t collGetUniqueId(collUniqueId* uid) {
+collResult_t collGetUniqueIdImpl(collUniqueId* uid) {
   collLogInit();
   if (!uid) return collSetError(collInvalidArgument, "collGetUniqueId: uniqueId is NULL");
   collSockAddr addr;
@@ -27,12 +28,12 @@ collResult_t collGetUniqueId(collUniqueId* uid) {
   collResult_t r;
   if (commId) {
     if ((r = collSocketParseAddr(commId, &addr)) != collSuccess)
-      return collSetError(r, "COLL_COMM_ID=%s is not host:port", commId);
-    return collUniqueIdAt(uid, &addr, 0, 1);
+      return collSetError(r, "COLL_COMM_ID: %s", collLastErrorMessage());
+    return collUniqueIdAt(uid, &addr, 1);
   }
   char ifname[64];
   if ((r = collSocketFindInterface(&addr, ifname, sizeof ifname)) != collSuccess) return r;
-  return collUniqueIdAt(uid, &addr, 0, 0);
+  return collUniqueIdAt(uid, &addr, 0);
 }
 
 /* ---- collCommInitAll ------------------------------------------------------ */
@@ -51,7 +52,7 @@ static void* collInitAllThread(void* p) {
   return NULL;
 }
 
-collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* devlist) {
+collResult_t collCommInitAllImpl(collComm_t* comms, int ndev, const int* devlist) {
   (void)devlist;
   if (!comms) return collSetError(collInvalidArgument, "collCommInitAll: comms is NULL");
   if (ndev < 1) return collSetError(collInvalidArgument, "collCommInitAll: ndev %d < 1", ndev);
@@ -89,14 +90,69 @@ collResult_t collCommInitAll(collComm_t* comms, int ndev, const int* devlist) {
 }
 
 /* ---- collCommInitFromEnv -------------------------------------------------- */
-static int collEnvInt(const char* name, int* out) {
+/* A launcher variable as a decimal integer in [lo, hi]: 0 unset (or empty),
+ * 1 set and valid, -1 set but not such an integer. */
+static int collEnvLong(const char* name, long lo, long hi, long* out) {
   const char* s = getenv(name);
   if (!s || !*s) return 0;
   char* end;
+  errno = 0;
   long v = strtol(s, &end, 10);
-  if (*end || v < 0 || v > 1 << 20) return -1;
-  *out = (int)v;
+  if (errno || *end || end == s || v < lo || v > hi) return -1;
+  *out = v;
   return 1;
+}
+
+static int collEnvInt(const char* name, int* out) {
+  long v;
+  int k = collEnvLong(name, 0, 1 << 20, &v);
+  if (k == 1) *out = (int)v;
+  return k;
+}
+
+static const char* collEnvStr(const char* name) {
+  const char* s = getenv(name);
+  return s ? s : "";
+}
+
+/* Rank and size from the first launcher whose two variables are both set.
+ * Errors name the variable and its value: one of a pair without the other,
+ * a size outside [1, 65536], a rank outside [0, size). */
+static collResult_t collEnvRankSize(int* rank, int* size, int* which) {
+  static const char* pairs[][2] = {{"RANK", "WORLD_SIZE"},
+                                   {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                   {"PMI_RANK", "PMI_SIZE"},
+                                   {"SLURM_PROCID", "SLURM_NTASKS"}};
+  int half = -1;
+  for (int i = 0; i < 4; i++) {
+    const char *rv = pairs[i][0], *sv = pairs[i][1];
+    int hasR = *collEnvStr(rv) != 0, hasS = *collEnvStr(sv) != 0;
+    if (hasR != hasS && half < 0) half = i;
+    if (!hasR || !hasS) continue;
+    long s, r;
+    if (collEnvLong(sv, 1, 65536, &s) != 1)
+      return collSetError(collInvalidArgument,
+                          "collCommInitFromEnv: %s=%s is not a world size (expected an integer in [1, 65536])", sv,
+                          collEnvStr(sv));
+    if (collEnvLong(rv, 0, 65535, &r) != 1 || r >= s)
+      return collSetError(collInvalidArgument,
+                          "collCommInitFromEnv: %s=%s is not a rank of %s=%ld (expected an integer in [0, %ld])", rv,
+                          collEnvStr(rv), sv, s, s - 1);
+    *rank = (int)r;
+    *size = (int)s;
+    *which = i;
+    return collSuccess;
+  }
+  if (half >= 0) {
+    const char *rv = pairs[half][0], *sv = pairs[half][1];
+    const char* set = *collEnvStr(rv) ? rv : sv;
+    const char* unset = set == rv ? sv : rv;
+    return collSetError(collInvalidArgument, "collCommInitFromEnv: %s=%s is set but %s is not (a launcher sets both)",
+                        set, collEnvStr(set), unset);
+  }
+  return collSetError(collInvalidUsage,
+                      "collCommInitFromEnv: no launcher variables (RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/_SIZE, "
+                      "PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS)");
 }
 
 static uint64_t collFnv(const char* s, uint64_t h) {
@@ -104,29 +160,18 @@ static uint64_t collFnv(const char* s, uint64_t h) {
   return h;
 }
 
-collResult_t collCommInitFromEnv(collComm_t* comm, collConfig_t* config) {
+collResult_t collCommInitFromEnvImpl(collComm_t* comm, collConfig_t* config) {
   collLogInit();
   if (!comm) return collSetError(collInvalidArgument, "collCommInitFromEnv: comm is NULL");
-  static const char* pairs[][3] = {{"RANK", "WORLD_SIZE", "torchrun"},
-                                   {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "Open MPI"},
-                                   {"PMI_RANK", "PMI_SIZE", "PMI (MPICH/Hydra)"},
-                                   {"SLURM_PROCID", "SLURM_NTASKS", "Slurm"}};
+  static const char* launcherName[] = {"torchrun", "Open MPI", "PMI (MPICH/Hydra)", "Slurm"};
   int rank = -1, size = -1, which = -1;
-  for (int i = 0; i < 4 && which < 0; i++) {
-    int a = collEnvInt(pairs[i][0], &rank), b = collEnvInt(pairs[i][1], &size);
-    if (a < 0 || b < 0)
-      return collSetError(collInvalidArgument, "collCommInitFromEnv: %s=%s / %s=%s are not integers", pairs[i][0],
-                          getenv(pairs[i][0]), pairs[i][1], getenv(pairs[i][1]) ? getenv(pairs[i][1]) : "");
-    if (a && b) which = i;
-  }
-  if (which < 0)
-    return collSetError(collInvalidUsage,
-                        "collCommInitFromEnv: no launcher variables (RANK/WORLD_SIZE, OMPI_COMM_WORLD_RANK/_SIZE, "
-                        "PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS)");
+  collResult_t r = collEnvRankSize(&rank, &size, &which);
+  if (r != collSuccess) return r;
   /* Rendezvous: COLL_COMM_ID, else MASTER_ADDR:MASTER_PORT+1 (torch's store
    * owns MASTER_PORT), else, when the launcher says every rank is on this
    * node, a loopback port derived from the launcher's job id. */
   char hostport[300] = "";
+  const char* what = "COLL_COMM_ID";
   const char* commId = collParamStr(COLL_SPARAM_COMM_ID);
   const char* maddr = getenv("MASTER_ADDR");
   const char* mport = getenv("MASTER_PORT");
@@ -141,33 +186,62 @@ collResult_t collCommInitFromEnv(collComm_t* comm, collConfig_t* config) {
     localSize = -1;
   if (commId) {
     snprintf(hostport, sizeof hostport, "%s", commId);
-  } else if (maddr && mport) {
-    int p = atoi(mport);
-    if (p <= 0 || p >= 65535) return collSetError(collInvalidArgument, "MASTER_PORT=%s is not a port", mport);
-    snprintf(hostport, sizeof hostport, strchr(maddr, ':') ? "[%s]:%d" : "%s:%d", maddr, p + 1);
+  } else if (maddr && *maddr && mport && *mport) {
+    long p;
+    if (collEnvLong("MASTER_PORT", 1, 65534, &p) != 1)
+      return collSetError(collInvalidArgument,
+                          "collCommInitFromEnv: MASTER_PORT=%s is not a port coll can use (expected an integer in "
+                          "[1, 65534]: coll's rendezvous listens on MASTER_PORT+1)",
+                          mport);
+    snprintf(hostport, sizeof hostport, strchr(maddr, ':') ? "[%s]:%ld" : "%s:%ld", maddr, p + 1);
+    what = "MASTER_ADDR:MASTER_PORT+1";
+  } else if ((maddr && *maddr) != (mport && *mport)) {
+    const char* set = maddr && *maddr ? "MASTER_ADDR" : "MASTER_PORT";
+    return collSetError(collInvalidArgument, "collCommInitFromEnv: %s=%s is set but %s is not (set both, or COLL_COMM_ID)",
+                        set, getenv(set), set[7] == 'A' ? "MASTER_PORT" : "MASTER_ADDR");
   } else if (localSize == size && job) {
     snprintf(hostport, sizeof hostport, "127.0.0.1:%d", (int)(20000 + collFnv(job, 1469598103934665603ull) % 30000));
+    what = "a loopback port derived from the job id";
   } else {
     return collSetError(collInvalidUsage,
                         "collCommInitFromEnv: %s launched %d ranks but no rendezvous address: set COLL_COMM_ID=host:port "
                         "or MASTER_ADDR/MASTER_PORT",
-                        pairs[which][2], size);
+                        launcherName[which], size);
   }
   collSockAddr addr;
-  collResult_t r = collSocketParseAddr(hostport, &addr);
+  r = collSocketParseAddr(hostport, &addr);
+  if (r != collSuccess)
+    return collSetError(r, "collCommInitFromEnv: rendezvous from %s: %s",
+                        commId ? "COLL_COMM_ID" : maddr && mport ? "MASTER_ADDR:MASTER_PORT+1" : "the job id",
+                        collLastErrorMessage());
+  r = collSocketParseAddr(hostport, &addr);
   if (r != collSuccess) return collSetError(r, "collCommInitFromEnv: rendezvous %s is not host:port", hostport);
-  /* Every rank derives the same secret from the job; rank 0 hosts the root. */
-  uint64_t secret = collFnv(hostport, collFnv(job, 1469598103934665603ull)) | 1;
-  collUniqueId uid;
+  /* Every rank derives the same key from the job id and the address; rank 0
+   * hosts the root, which serves the address while its communicator lives
+   * (so that a second job on the same address fails loudly, not merges). */
+  collBootId id;
+  memset(&id, 0, sizeof id);
+  id.magic = COLL_BOOT_MAGIC;
+  id.version = COLL_VERSION_CODE;
+  id.root = addr;
+  collBootDeriveKey(job, hostport, id.key);
+  collBootRoot* root = NULL;
   if (rank == 0) {
-    if ((r = collUniqueIdAt(&uid, &addr, secret, 1)) != collSuccess)
-      return collSetError(r, "collCommInitFromEnv: rank 0 cannot listen on %s: %s", hostport, collLastErrorMessage());
-  } else {
-    collBootId id = {COLL_BOOT_MAGIC, COLL_VERSION_CODE, secret, addr};
-    memset(&uid, 0, sizeof uid);
-    memcpy(uid.internal, &id, sizeof id);
+    collBootRootCfg cfg = {id.key, size, (double)collParamInt(COLL_PARAM_INIT_TIMEOUT), 1, what};
+    int inUse = 0;
+    if ((r = collBootRootStart(&cfg, &id.root, 1, &root, &inUse)) != collSuccess) {
+      char err[512], holder[400] = "";
+      snprintf(err, sizeof err, "%s", collLastErrorMessage());
+      if (inUse) collBootProbeHolder(&id, rank, size, holder, sizeof holder);
+      return collSetError(r, "collCommInitFromEnv: rank 0 cannot host the rendezvous %s (%s): %s%s%s%s", hostport,
+                          what, err, inUse ? "; " : "", holder,
+                          inUse ? ". Is another job (or another communicator of this process) using this port?" : "");
+    }
   }
-  COLL_INFO(COLL_SUB_INIT, "collCommInitFromEnv: %s rank %d of %d, rendezvous %s", pairs[which][2], rank, size,
+  collUniqueId uid;
+  memset(&uid, 0, sizeof uid);
+  memcpy(uid.internal, &id, sizeof id);
+  COLL_INFO(COLL_SUB_INIT, "collCommInitFromEnv: %s rank %d of %d, rendezvous %s", launcherName[which], rank, size,
             hostport);
-  return collCommInitRankConfig(comm, size, uid, rank, config);
+  return collCommInitRankRoot(comm, size, uid, rank, config, root);
 }

@@ -118,7 +118,7 @@ void collStreamsShutdown(collComm_t comm) {
   if (started) pthread_join(comm->progress, NULL);
 }
 
-collResult_t collStreamCreate(collComm_t comm, collStream_t* stream) {
+collResult_t collStreamCreateImpl(collComm_t comm, collStream_t* stream) {
   if (!stream) return collSetError(collInvalidArgument, "collStreamCreate: stream is NULL");
   *stream = NULL;
   collResult_t r = collCommEnter(comm, "collStreamCreate");
@@ -128,41 +128,64 @@ collResult_t collStreamCreate(collComm_t comm, collStream_t* stream) {
   else {
     s->comm = comm;
     s->magic = COLL_STREAM_MAGIC;
-    *stream = s;
+    if ((r = collStreamRegister(comm, s)) != collSuccess) free(s);
+    else *stream = s;
   }
   collCommLeave(comm);
   return r;
 }
 
-/* Waits for the stream; returns its first error (without clearing it). */
-collResult_t collStreamSynchronize(collStream_t s) {
+/* Waits for the stream; returns its first error (without clearing it).
+ * The communicator cannot be freed meanwhile (collStreamEnter). */
+collResult_t collStreamSynchronizeImpl(collStream_t s) {
   if (!s || s->magic != COLL_STREAM_MAGIC)
     return collSetError(collInvalidArgument, "collStreamSynchronize: stream is NULL or not a coll stream");
-  collComm_t comm = s->comm;
+  collComm_t comm;
+  collResult_t r = collStreamEnter(s, &comm, "collStreamSynchronize");
+  if (r != collSuccess) return r;
   pthread_mutex_lock(&comm->qlock);
   collWaitRunning(comm, &s->pending);
-  collResult_t r = s->error;
+  r = s->error;
   pthread_mutex_unlock(&comm->qlock);
-  if (r != collSuccess)
-    return collSetError(r, "an operation on this stream failed: %s",
-                        comm->asyncMsg[0] ? comm->asyncMsg : collGetErrorString(r));
-  return collSuccess;
-}
-
-collResult_t collStreamQuery(collStream_t s) {
-  if (!s || s->magic != COLL_STREAM_MAGIC)
-    return collSetError(collInvalidArgument, "collStreamQuery: stream is NULL or not a coll stream");
-  pthread_mutex_lock(&s->comm->qlock);
-  collResult_t r = s->error != collSuccess ? s->error : (s->pending > 0 ? collInProgress : collSuccess);
-  pthread_mutex_unlock(&s->comm->qlock);
+  if (r != collSuccess) {
+    char msg[sizeof comm->asyncMsg];
+    collCommErrorMessage(comm, msg, sizeof msg);
+    collSetError(r, "an operation on this stream failed: %s", msg[0] ? msg : collGetErrorString(r));
+  }
+  collCommLeave(comm);
   return r;
 }
 
-collResult_t collStreamDestroy(collStream_t s) {
+collResult_t collStreamQueryImpl(collStream_t s) {
+  if (!s || s->magic != COLL_STREAM_MAGIC)
+    return collSetError(collInvalidArgument, "collStreamQuery: stream is NULL or not a coll stream");
+  collComm_t comm;
+  collResult_t r = collStreamEnter(s, &comm, "collStreamQuery");
+  if (r != collSuccess) return r;
+  pthread_mutex_lock(&comm->qlock);
+  r = s->error != collSuccess ? s->error : (s->pending > 0 ? collInProgress : collSuccess);
+  pthread_mutex_unlock(&comm->qlock);
+  if (r != collSuccess && r != collInProgress) /* the failure happened on the progress thread: say it here */
+    collSetError(r, "an operation on this stream failed: %s", comm->asyncMsg[0] ? comm->asyncMsg : collGetErrorString(r));
+  collCommLeave(comm);
+  return r;
+}
+
+/* Synchronizes, then frees the stream. A stream whose communicator was
+ * destroyed has nothing left to wait for: it is just freed. */
+collResult_t collStreamDestroyImpl(collStream_t s) {
   if (!s) return collSuccess;
   if (s->magic != COLL_STREAM_MAGIC)
     return collSetError(collInvalidArgument, "collStreamDestroy: not a coll stream (destroyed twice?)");
-  collResult_t r = collStreamSynchronize(s);
+  collComm_t comm;
+  collResult_t r = collSuccess;
+  if (collStreamEnter(s, &comm, "collStreamDestroy") == collSuccess) {
+    collCommLeave(comm);
+    r = collStreamSynchronize(s);
+  } else {
+    collClearError();
+  }
+  collStreamUnregister(s);
   s->magic = 0;
   free(s);
   return r;

@@ -1,8 +1,9 @@
 /* version.c - collGetVersion, collGetErrorString, collGetLastError. */
 #include "coll.h"
+#include "core/core.h"
 #include "misc/log.h"
 
-collResult_t collGetVersion(int* version) {
+collResult_t collGetVersionImpl(int* version) {
   if (!version) return collSetError(collInvalidArgument, "collGetVersion: version is NULL");
   *version = COLL_VERSION_CODE;
   return collSuccess;
@@ -17,11 +18,14 @@ const char* collGetErrorString(collResult_t r) {
     case collInvalidUsage: return "invalid usage";
     case collRemoteError: return "remote error (a peer failed or disconnected)";
     case collInProgress: return "operation in progress";
-    case collTimeout: return "timeout (COLL_TIMEOUT expired)";
+    case collTimeout: return "timeout (a deadline expired: COLL_TIMEOUT, collCommSetTimeout or a per-call timeout)";
     default: return "unknown result code";
   }
 }
 
+/* Unlike ncclGetLastError (a thread-local buffer written by every WARN and
+ * never cleared), the message describes the last coll call of this thread
+ * only: api.c clears it when a call starts and when it succeeds. */
 const char* collGetLastError(collComm_t comm) {
   (void)comm;
   return collLastErrorMessage();

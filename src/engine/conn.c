@@ -6,16 +6,25 @@
  * connection under the rank and channel it names, so connections may arrive
  * in any order. Senders never wait on their peer, so ranks that connect all
  * their sends before accepting their receives cannot deadlock.
+ *
+ * Failures: no connection is started on a communicator that failed or to
+ * a peer known to be gone (collEnginePeerGone), a connect the peer does not
+ * take is retried for COLL_CONNECT_TIMEOUT_MS at most, every wait honours
+ * the operation's deadline and the abort flag, and whatever a failed
+ * attempt made is closed. On failure every connection and both listeners
+ * are closed (collEngineCloseConnsWhy).
  */
-#include <errno.h>
 #include <poll.h>
-#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/blame.h"
 #include "engine/engine.h"
 #include "engine/mailbox.h"
+#include "engine/progress.h"
 #include "misc/log.h"
+#include "misc/param.h"
 #include "misc/socket.h"
 
 #define COLL_CONN_MAGIC 0xc011c044u
@@ -55,20 +64,33 @@ static collResult_t collConnWait(collComm_t comm, const collNet_v2_t* net, void*
 }
 
 static double collConnDeadline(collComm_t comm) {
-  return comm->timeoutSec > 0 ? collTimeNow() + comm->timeoutSec : 0;
+  return comm->runTimeoutSec > 0 ? collTimeNow() + comm->runTimeoutSec : 0;
 }
 
-/* While we wait for `peer` to connect, is it still there? A peer that
- * marked itself failed in the shared-memory mailbox, a peer on this
- * host whose process is gone (kill(pid, 0) fails with ESRCH), or any
- * established connection with it that the other side closed (POLLRDHUP,
- * POLLHUP, POLLERR on its fd), means it will never connect: a peer that
- * died, or one that failed and closed everything. Returns 1 if gone. */
-static int collConnPeerGone(collComm_t comm, int peer) {
-  if (collMailboxPeerFailed(comm, peer)) return 1;
-  if (comm->peers[peer].hostHash == comm->peers[comm->rank].hostHash && comm->peers[peer].pid > 0 &&
-      kill(comm->peers[peer].pid, 0) != 0 && errno == ESRCH)
+/* The error of a connection attempt on a communicator that failed. */
+static collResult_t collConnAborted(collComm_t comm, int peer) {
+  char what[64];
+  snprintf(what, sizeof what, "rank %d: connection to rank %d", comm->rank, peer);
+  collResult_t r = collCommFailedError(comm, what);
+  return r != collSuccess ? r : collSetError(collRemoteError, "%s: communicator aborted", what);
+}
+
+/* Is `peer` known to be gone? Its process exited or is a zombie (peers on
+ * this host: /proc), it marked itself failed or destroyed its communicator
+ * (the node's mailbox), or an established connection with it was closed by
+ * the other side (POLLRDHUP, POLLHUP, POLLERR on its fd). */
+int collEnginePeerGone(collComm_t comm, int peer, char* why, size_t whySize) {
+  if (collBlameSameHost(comm, peer)) {
+    char st = collProcState(comm->peers[peer].pid);
+    if (st == 'X' || st == 'Z') {
+      snprintf(why, whySize, "%s", collProcStateWords(st));
+      return 1;
+    }
+  }
+  if (collMailboxPeerFailed(comm, peer)) {
+    snprintf(why, whySize, "failed (or destroyed its communicator)");
     return 1;
+  }
   const collNet_v2_t* net = collPeerNet(comm, peer);
   for (int c = 0; c < comm->maxChannels; c++) {
     collConn* k = &comm->conns[c * comm->nranks + peer];
@@ -77,33 +99,61 @@ static int collConnPeerGone(collComm_t comm, int peer) {
       int fd = -1;
       if (!ends[e] || net->getPollFd(ends[e], &fd) != collSuccess || fd < 0) continue;
       struct pollfd pfd = {fd, POLLRDHUP, 0};
-      if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR))) return 1;
+      if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLRDHUP | POLLHUP | POLLERR))) {
+        snprintf(why, whySize, "closed its connections");
+        return 1;
+      }
     }
   }
   return 0;
 }
 
+static collResult_t collConnGoneError(collComm_t comm, int peer, int channel, const char* doing, const char* why) {
+  return collSetError(collRemoteError, "rank %d: rank %d (%s, pid %d) %s: %s on channel %d", comm->rank, peer,
+                      comm->peers[peer].host, (int)comm->peers[peer].pid, why, doing, channel);
+}
+
 collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** out) {
   collConn* c = &comm->conns[channel * comm->nranks + peer];
   if (c->sendComm) { *out = c->sendComm; return collSuccess; }
-  /* a peer known to be gone never accepts (tcp would retry its closed
-   * listener for COLL_CONNECT_TIMEOUT_MS) */
-  if (collConnPeerGone(comm, peer))
-    return collSetError(collRemoteError, "rank %d: rank %d (%s, pid %d) is gone (process exited or failed): not "
-                        "connecting to it on channel %d", comm->rank, peer, comm->peers[peer].host,
-                        comm->peers[peer].pid, channel);
+  if (comm->abortFlag) return collConnAborted(comm, peer);
+  char why[96];
+  if (collEnginePeerGone(comm, peer, why, sizeof why))
+    return collConnGoneError(comm, peer, channel, "not connecting to it", why);
   double deadline = collConnDeadline(comm);
+  double refusedUntil = collTimeNow() + (double)collParamInt(COLL_PARAM_CONNECT_RETRY_MS) * 1e-3;
+  double nextCheck = collTimeNow() + 0.1;
   const collNet_v2_t* net = collPeerNet(comm, peer);
   void* sc = NULL;
-  while (!sc) {
+  for (;;) {
     collResult_t r = net->connect(comm->netDev, comm->peers[peer].netHandle[comm->peerKind[peer]], &sc);
     if (r != collSuccess)
       return collSetError(r, "rank %d: cannot connect to rank %d on %s (channel %d): %s", comm->rank, peer,
                           comm->peers[peer].host, channel, collLastErrorMessage());
-    if (comm->abortFlag) return collSetError(collRemoteError, "communicator aborted");
-    if (!sc && deadline > 0 && collTimeNow() > deadline)
-      return collSetError(collTimeout, "rank %d: connecting to rank %d (%s) timed out after %d s (COLL_TIMEOUT)",
-                          comm->rank, peer, comm->peers[peer].host, comm->timeoutSec);
+    if (sc) break;
+    /* not yet (the peer does not accept): never past a failure, a gone peer or a deadline */
+    if (comm->abortFlag) return collConnAborted(comm, peer);
+    double now = collTimeNow();
+    if (now > nextCheck) {
+      nextCheck = now + 0.1;
+      if (collEnginePeerGone(comm, peer, why, sizeof why))
+        return collConnGoneError(comm, peer, channel, "while connecting to it", why);
+    }
+    if (deadline > 0 && now > deadline)
+      return collSetError(collTimeout, "rank %d: connecting to rank %d (%s) timed out after %g s (%s)", comm->rank,
+                          peer, comm->peers[peer].host, comm->runTimeoutSec,
+                          comm->runTimeoutPerCall ? "collCommSetCallTimeout" : "COLL_TIMEOUT / collCommSetTimeout");
+    if (now > refusedUntil)
+      return collSetError(collRemoteError,
+                          "rank %d: rank %d (%s) did not take a connection for %lld ms (COLL_CONNECT_TIMEOUT_MS): "
+                          "its process exited, or its communicator failed or was destroyed",
+                          comm->rank, peer, comm->peers[peer].host,
+                          (long long)collParamInt(COLL_PARAM_CONNECT_RETRY_MS));
+    poll(NULL, 0, 1);
+  }
+  if (comm->abortFlag) { /* failed meanwhile (another thread aborted): keep nothing */
+    net->closeSend(sc);
+    return collConnAborted(comm, peer);
   }
   collConnHello h = {COLL_CONN_MAGIC, comm->rank, channel, 0, comm->boot.secret};
   void* req = NULL;
@@ -127,16 +177,23 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
     *out = want->recvComm;
     return collSuccess;
   }
-  double deadline = collConnDeadline(comm);
   int kind = comm->peerKind[peer];
+  if (comm->abortFlag || !comm->listenComms[kind]) return collConnAborted(comm, peer);
+  double deadline = collConnDeadline(comm);
   const collNet_v2_t* net = comm->nets[kind];
   double nextCheck = collTimeNow() + 0.1;
   int goneSeen = 0;
+  char why[96];
   while (!want->recvComm) {
     void* rc = NULL;
     collResult_t r = net->accept(comm->listenComms[kind], &rc);
-    if (r != collSuccess) return r;
-    if (comm->abortFlag) return collSetError(collRemoteError, "communicator aborted");
+    if (r != collSuccess)
+      return collSetError(r, "rank %d: accepting a connection (waiting for rank %d, channel %d) failed: %s",
+                          comm->rank, peer, channel, collLastErrorMessage());
+    if (comm->abortFlag) {
+      if (rc) net->closeRecv(rc);
+      return collConnAborted(comm, peer);
+    }
     if (!rc) {
       int fd = -1;
       if (net->getPollFd(comm->listenComms[kind], &fd) == collSuccess && fd >= 0) {
@@ -147,27 +204,26 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
         nextCheck = collTimeNow() + 0.1;
         /* a peer that connected and then finished (or exited) before we got
          * here left its connection pending: accept again before giving up */
-        if (collConnPeerGone(comm, peer) && goneSeen++)
-          return collSetError(collRemoteError,
-                              "rank %d: rank %d (%s, pid %d) is gone (process exited or closed its connections) "
-                              "while rank %d waited for it to connect on channel %d",
-                              comm->rank, peer, comm->peers[peer].host, comm->peers[peer].pid, comm->rank, channel);
+        if (collEnginePeerGone(comm, peer, why, sizeof why) && goneSeen++)
+          return collConnGoneError(comm, peer, channel, "while this rank waited for it to connect", why);
         /* any other rank gone dooms the call too (every rank takes part in a
          * collective; a failed rank aborted the communicator): the peer we
          * wait for may never connect, e.g. it runs another schedule because
          * ranks passed different counts. A few ranks per check, in turn. */
         for (int k = 0; k < 8 && k < comm->nranks; k++) {
-          int p = (int)(comm->goneScan++ % (unsigned)comm->nranks);
-          if (p != comm->rank && p != peer && collConnPeerGone(comm, p))
+          int q = (int)(comm->goneScan++ % (unsigned)comm->nranks);
+          if (q != comm->rank && q != peer && collEnginePeerGone(comm, q, why, sizeof why))
             return collSetError(collRemoteError,
-                                "rank %d: rank %d (%s, pid %d) is gone (process exited or closed its connections) "
-                                "while rank %d waited for rank %d to connect on channel %d",
-                                comm->rank, p, comm->peers[p].host, comm->peers[p].pid, comm->rank, peer, channel);
+                                "rank %d: rank %d (%s, pid %d) %s while this rank waited for rank %d to connect on "
+                                "channel %d", comm->rank, q, comm->peers[q].host, (int)comm->peers[q].pid, why, peer,
+                                channel);
         }
       }
       if (deadline > 0 && collTimeNow() > deadline)
-        return collSetError(collTimeout, "rank %d: timed out after %d s (COLL_TIMEOUT) waiting for rank %d (%s) to connect on channel %d",
-                            comm->rank, comm->timeoutSec, peer, comm->peers[peer].host, channel);
+        return collSetError(collTimeout, "rank %d: timed out after %g s (%s) waiting for rank %d (%s) to connect on "
+                            "channel %d", comm->rank, comm->runTimeoutSec,
+                            comm->runTimeoutPerCall ? "collCommSetCallTimeout" : "COLL_TIMEOUT / collCommSetTimeout",
+                            peer, comm->peers[peer].host, channel);
       continue;
     }
     collConnHello h;
@@ -191,16 +247,35 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
   return collSuccess;
 }
 
-void collEngineCloseConns(collComm_t comm) {
+/* Closes one end; what the transport says on closing (a peer that rejected
+ * the connection) goes to why if it is still empty. */
+static void collConnClose(collComm_t comm, int peer, collResult_t (*fn)(void*), void* end, char* why, size_t whySize) {
+  if (fn(end) != collSuccess && why && !why[0])
+    snprintf(why, whySize, "rank %d on closing its connection to rank %d: %s", comm->rank, peer,
+             collLastErrorMessage());
+}
+
+void collEngineCloseConnsWhy(collComm_t comm, char* why, size_t whySize) {
   collMailboxMarkFailed(comm);
   if (!comm->conns || !comm->peerKind) return;
   for (int i = 0; i < comm->maxChannels * comm->nranks; i++) {
-    const collNet_v2_t* net = collPeerNet(comm, i % comm->nranks);
-    if (comm->conns[i].sendComm) net->closeSend(comm->conns[i].sendComm);
-    if (comm->conns[i].recvComm) net->closeRecv(comm->conns[i].recvComm);
+    int peer = i % comm->nranks;
+    const collNet_v2_t* net = collPeerNet(comm, peer);
+    if (comm->conns[i].sendComm) collConnClose(comm, peer, net->closeSend, comm->conns[i].sendComm, why, whySize);
+    if (comm->conns[i].recvComm) collConnClose(comm, peer, net->closeRecv, comm->conns[i].recvComm, why, whySize);
     comm->conns[i].sendComm = comm->conns[i].recvComm = NULL;
   }
+  /* no connection is ever made again: the listeners go too, with whatever
+   * waits in their backlog (a connection's memory travels with it), and
+   * peers that try to connect now are refused at once */
+  for (int k = 0; k < COLL_NET_KINDS; k++)
+    if (comm->listenComms[k]) {
+      comm->nets[k]->closeListen(comm->listenComms[k]);
+      comm->listenComms[k] = NULL;
+    }
 }
+
+void collEngineCloseConns(collComm_t comm) { collEngineCloseConnsWhy(comm, NULL, 0); }
 
 void collEngineFree(collComm_t comm) {
   collEngineCloseConns(comm);

@@ -31,6 +31,7 @@
 #include "engine/sig.h"
 #include "misc/log.h"
 #include "misc/param.h"
+#include "obs/obs.h"
 #include "reduce/reduce.h"
 #include "tuner/tuner.h"
 
@@ -208,6 +209,7 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
         return 1;
       }
       if (st[i].state == 0 && st[i].req) st[i].state = 1;
+      if (st[i].state == 1) collObsStepPost(comm, c, i, step->kind, step->peer, bytes, run->phase, run->slice);
       if (st[i].state) progressed = 1;
       else if (nstalled < COLL_MAX_STALLED) stalled[nstalled++] = collConnKey(step);
       else stalled[0] = -1; /* list full: stop posting anything (old rule, still safe) */
@@ -240,6 +242,7 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
                               comm->rank, step->peer, collCommPeerHost(comm, step->peer), got, bytes);
           return 1;
         }
+        collObsStepDone(comm, c, i, step->peer, step->kind == COLL_STEP_SEND, bytes);
         if (step->kind == COLL_STEP_RECV_REDUCE)
           x->reduce(collRegionPtr(x, ch, run, &step->dst), ch->staging + st[i].stagingOff,
                     collRegionPtr(x, ch, run, &step->src), n);
@@ -248,6 +251,7 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
     if (st[i].state != 2) {
       pending = 1;
       *waitPeer = step->peer;
+      collObsPending(comm, c, run->phase, i);
       collIdleAdd(idle, net, step->kind == COLL_STEP_SEND ? conn->sendComm : conn->recvComm,
                   step->kind == COLL_STEP_SEND ? POLLOUT : POLLIN);
     }
@@ -305,6 +309,7 @@ static collResult_t collRunSched(collComm_t comm, const collOp* op, uint64_t tag
   x.sliceElems = op->fn == COLL_FN_ALLREDUCE ? chunkElems * (size_t)comm->nranks : chunkElems;
   x.nslices = (x.blockCount + x.sliceElems - 1) / x.sliceElems;
   x.nch = x.nslices < (size_t)tune.nchannels ? (int)x.nslices : tune.nchannels;
+  collObsOpAlgo(comm, collObsAlgoId(x.algo), x.nch, tune.chunkBytes);
   collChanRun runs[64];
   collResult_t err = collSuccess;
   for (int c = 0; c < x.nch && err == collSuccess; c++) {
@@ -411,6 +416,7 @@ static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
   if (op->count == 0) return collSuccess;
   if (collMailboxFits(comm, op)) {
     collTunerNoteMailbox(comm, op->fn, op->count, op->dtype);
+    collObsOpAlgo(comm, COLL_OBS_ALGO_MAILBOX, 1, 0);
     return collMailboxRun(comm, op, tag, &sig);
   }
   if (wide || (op->op == collAvg && collHalfReducing(op))) return collRunStaged(comm, op, tag, &sig, wide);
@@ -424,23 +430,38 @@ static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
 
 collResult_t collRunP2p(collComm_t comm, const collOp* ops, int nops); /* p2p.c */
 
-collResult_t collEngineRun(collComm_t comm, const collOp* ops, int nops) {
+static collResult_t collEngineRunOps(collComm_t comm, const collOp* ops, int nops) {
   int i = 0;
   while (i < nops) {
     collResult_t r;
+    /* a failed communicator connects nowhere and waits on no one again */
+    if (__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE)) return collCommFailedError(comm, collFuncName(ops[i].fn));
+    comm->runTimeoutSec = ops[i].timeoutSec;
+    comm->runTimeoutPerCall = ops[i].timeoutPerCall;
     if (ops[i].fn == COLL_FN_SEND || ops[i].fn == COLL_FN_RECV) {
       int j = i;
       while (j < nops && (ops[j].fn == COLL_FN_SEND || ops[j].fn == COLL_FN_RECV)) j++;
+      collObsP2pBegin(comm, ops + i, j - i);
       r = collRunP2p(comm, ops + i, j - i);
+      collObsP2pEnd(comm, ops + i, j - i, r);
       i = j;
     } else {
+      collObsOpBegin(comm, &ops[i]);
       r = comm->checkCalls ? collCheckSignature(comm, &ops[i]) : collSuccess;
       if (r == collSuccess) r = collRunCollective(comm, &ops[i]);
       else collEngineFail(comm, r);
+      collObsOpEnd(comm, &ops[i], r);
       i++;
     }
     comm->opCount++;
     if (r != collSuccess) return r;
   }
   return collSuccess;
+}
+
+collResult_t collEngineRun(collComm_t comm, const collOp* ops, int nops) {
+  collObsLaunchBegin(comm, nops);
+  collResult_t r = collEngineRunOps(comm, ops, nops);
+  collObsLaunchEnd(comm, r);
+  return r;
 }

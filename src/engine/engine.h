@@ -15,13 +15,18 @@ typedef struct collOp {
   int root; /* broadcast/reduce */
   int peer; /* send/recv */
   const char* algo; /* forced algorithm name or NULL */
+  /* deadline of every wait of this operation, taken when it was issued
+   * (communicator timeout or collCommSetCallTimeout); 0 = none */
+  double timeoutSec;
+  int timeoutPerCall; /* 1: from collCommSetCallTimeout (for messages) */
 } collOp;
 
 /* Runs ops in issue order on the calling thread: consecutive send/recv ops
  * form one concurrent batch, each collective runs alone. Blocks until done.
  * Every message carries the call's signature (sig.h). Returns
  * collInvalidUsage (a mismatched call), collRemoteError / collTimeout (and
- * aborts the comm) on failure. */
+ * aborts the comm) on failure. On a communicator that already failed it
+ * returns that error at once, touching no connection. */
 collResult_t collEngineRun(collComm_t comm, const collOp* ops, int nops);
 
 /* 1 when op's partial results are carried in float32: a float16/bfloat16
@@ -43,9 +48,19 @@ int collConnHelloValid(const void* buf, size_t len, uint64_t secret, int nranks,
 /* Establishes (lazily, once) the connection to `peer` on `channel`. */
 collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** sendComm);
 collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** recvComm);
-/* Closes every connection (peers waiting on this rank then fail at once
- * instead of at their timeout). Called when the communicator fails. */
+/* Closes every connection and the listeners (peers waiting on this rank
+ * then fail at once instead of at their timeout; connections still waiting
+ * in a listener's backlog are freed). Called when the communicator fails,
+ * by the thread that runs its engine. */
 void collEngineCloseConns(collComm_t comm);
+/* Is peer known to be gone: its process exited or is a zombie (same host),
+ * it marked itself failed in the mailbox, or an established connection
+ * with it was closed? 1 = gone; *why gets a short reason. */
+int collEnginePeerGone(collComm_t comm, int peer, char* why, size_t whySize);
+/* Appends to msg (of size `size`) what this rank can tell about ranks on its
+ * host that stopped progressing: ranks whose process exited, is a zombie or
+ * is stopped (SIGSTOP, a debugger), read from /proc (engine/blame.c). */
+void collEngineBlame(collComm_t comm, char* msg, size_t size);
 /* Frees channel memory and closes every connection. */
 void collEngineFree(collComm_t comm);
 

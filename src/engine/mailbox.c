@@ -4,7 +4,14 @@
  * Segment: one header line (the count of ranks asleep on a slot's sequence
  * word), one line per rank (its failed flag and its announcements), then per
  * rank two slots of one header line {seq, signature} and COLL_MAILBOX_BYTES
- * of data. The signature is the call's tag (sig.h).
+ * of data. The signature is the call's tag (sig.h). Rank 0 creates it with
+ * memfd_create and reserves every page with fallocate; the others open rank
+ * 0's descriptor through /proc/<pid>/fd/<fd> (same pid namespace, checked)
+ * while rank 0 keeps it open, then everyone closes it. Nothing is ever named
+ * in /dev/shm: a crash at any moment leaves nothing behind, and a small or
+ * full /dev/shm (containers) does not matter. A segment that cannot be
+ * reserved (memory) or opened (/proc access) means no mailbox (INFO log),
+ * never a SIGBUS later.
  *
  * Announcements: at the start of every collective, whatever path it takes,
  * a rank stores its call's tag in its line (two words, by the parity of its
@@ -12,9 +19,7 @@
  * the peer's announcement of the same call: a different tag (the peer runs
  * another collective, count, type or op, maybe through its schedule) or a
  * peer already at its next call fails the wait at once with both calls
- * named, instead of waiting for the timeout. The segment is
- * created by rank 0, opened by the others and unlinked as soon as every rank
- * mapped it, so a crash leaves nothing in /dev/shm.
+ * named, instead of waiting for the timeout.
  *
  * Waiting follows the engine's rules (progress.h): spin for COLL_SPIN_US
  * (yielding when the machine is oversubscribed), then sleep on the awaited
@@ -27,6 +32,7 @@
  */
 #include "engine/mailbox.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -47,6 +53,7 @@
 #include "misc/log.h"
 #include "misc/param.h"
 #include "reduce/reduce.h"
+#include "tuner/algo_env.h"
 
 #define MB_LINE 64
 #define MB_MAX_RANKS 64
@@ -84,9 +91,9 @@ static char* mbData(mbSlotHdr* s) { return (char*)s + MB_LINE; }
 /* ---- setup ----------------------------------------------------------------- */
 typedef struct {
   int64_t slotBytes; /* 0: this rank cannot or will not use a mailbox */
-  uint64_t pidNs;    /* pid namespace inode: pids (pidfds) must mean the same process */
+  uint64_t pidNs;    /* pid namespace inode: pids (pidfds, /proc/<pid>) must mean the same process */
   int32_t ok;
-  char name[64];
+  int32_t fd;        /* round 2, rank 0: its descriptor of the segment's memfd */
 } mbHello;
 
 static uint64_t mbPidNs(void) {
@@ -101,6 +108,39 @@ static void mbUnmap(struct collMailbox* m, int nranks) {
   free(m->pidfds);
   if (m->base && m->base != MAP_FAILED) munmap(m->base, m->mapBytes);
   free(m);
+}
+
+/* Rank 0: a memfd of bytes with every page reserved (fallocate: no SIGBUS
+ * on first touch when memory is short). Returns the fd or -1 with why. */
+static int mbCreate(size_t bytes, char* why, size_t whyLen) {
+  int fd = memfd_create("coll-mailbox", MFD_CLOEXEC);
+  if (fd < 0) {
+    snprintf(why, whyLen, "memfd_create: %s", strerror(errno));
+    return -1;
+  }
+  const char* step = "ftruncate";
+  int rc = ftruncate(fd, (off_t)bytes);
+  if (rc == 0) {
+    step = "fallocate";
+    rc = fallocate(fd, 0, 0, (off_t)bytes);
+    if (rc != 0 && (errno == EOPNOTSUPP || errno == ENOSYS)) rc = 0; /* lazily backed then */
+  }
+  if (rc != 0) {
+    snprintf(why, whyLen, "%s of %zu bytes of memfd memory: %s", step, bytes, strerror(errno));
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* Other ranks: opens rank 0's memfd through /proc (a new descriptor of the
+ * same memory). Returns the fd or -1 with why. */
+static int mbOpenPeer(int pid, int peerFd, char* why, size_t whyLen) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/fd/%d", pid, peerFd);
+  int fd = peerFd >= 0 ? open(path, O_RDWR | O_CLOEXEC) : -1;
+  if (fd < 0) snprintf(why, whyLen, "cannot open rank 0's segment %s: %s", path, strerror(errno));
+  return fd;
 }
 
 /* Every rank contributes h; returns 1 when every rank's ok is set. */
@@ -127,7 +167,7 @@ collResult_t collMailboxInit(collComm_t comm) {
     return collSetError(collSystemError, "init: out of memory");
   }
   /* round 1: the slot size every rank accepts, and one pid namespace */
-  mbHello h = {collParamInt(COLL_PARAM_MAILBOX_BYTES), mbPidNs(), 1, ""};
+  mbHello h = {collParamInt(COLL_PARAM_MAILBOX_BYTES), mbPidNs(), 1, -1};
   int ok;
   collResult_t r = mbAgree(comm, &h, all, &ok);
   int64_t slot = h.slotBytes;
@@ -139,26 +179,40 @@ collResult_t collMailboxInit(collComm_t comm) {
   m->slotBytes = (size_t)slot;
   m->slotStride = MB_LINE + ((m->slotBytes + MB_LINE - 1) / MB_LINE) * MB_LINE;
   m->mapBytes = MB_LINE * (size_t)(1 + n) + m->slotStride * 2 * (size_t)n;
-  /* round 2: rank 0 creates the segment and names it */
+  /* round 2: rank 0 creates and reserves the segment */
+  char why[160] = "";
   int fd = -1;
   memset(&h, 0, sizeof h);
+  h.fd = -1;
   if (me == 0) {
-    snprintf(h.name, sizeof h.name, "/coll-mbox-%016llx-%d", (unsigned long long)comm->commHash, (int)getpid());
-    fd = shm_open(h.name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    h.ok = fd >= 0 && ftruncate(fd, (off_t)m->mapBytes) == 0;
+    fd = mbCreate(m->mapBytes, why, sizeof why);
+    h.ok = fd >= 0;
+    h.fd = fd;
   } else {
     h.ok = 1;
   }
   r = mbAgree(comm, &h, all, &ok);
   if (r == collSuccess && ok) {
-    if (me != 0) fd = shm_open(all[0].name, O_RDWR, 0600);
+    if (me != 0) fd = mbOpenPeer(comm->peers[0].pid, all[0].fd, why, sizeof why);
     m->base = fd >= 0 ? mmap(NULL, m->mapBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (fd >= 0 && m->base == MAP_FAILED)
+      snprintf(why, sizeof why, "mmap of %zu bytes: %s", m->mapBytes, strerror(errno));
   }
-  if (fd >= 0) close(fd);
-  /* round 3: everyone mapped it (then it can go from /dev/shm) */
+  if (fd >= 0 && me != 0) close(fd);
+  /* round 3: everyone mapped it (then rank 0 may close its descriptor) */
   h.ok = m->base != NULL && m->base != MAP_FAILED;
   if (r == collSuccess) r = mbAgree(comm, &h, all, &ok);
-  if (me == 0 && all[0].name[0]) shm_unlink(all[0].name);
+  if (fd >= 0 && me == 0) close(fd);
+  if (r == collSuccess && !ok) {
+    int who = 0;
+    while (who < n && all[who].ok) who++;
+    if (why[0])
+      COLL_INFO(COLL_SUB_INIT, "rank %d: no shm mailbox (small calls use the transports): %s", me, why);
+    else
+      COLL_INFO(COLL_SUB_INIT,
+                "rank %d: no shm mailbox (small calls use the transports): rank %d could not create or map it", me,
+                who);
+  }
   if (r != collSuccess || !ok) goto done;
   m->pidfds = malloc(sizeof(int) * (size_t)n);
   if (!m->pidfds) {
@@ -200,7 +254,7 @@ void collMailboxAnnounce(collComm_t comm, uint32_t seq, uint64_t tag) {
 }
 
 int collMailboxPeerFailed(collComm_t comm, int peer) {
-  const struct collMailbox* m = comm->mailbox;
+  struct collMailbox* m = comm->mailbox;
   return m && peer >= 0 && peer < comm->nranks && atomic_load(mbFailed(m, peer)) != 0;
 }
 
@@ -224,7 +278,7 @@ static size_t mbPublished(const collOp* op, int nranks) {
 
 int collMailboxFits(collComm_t comm, const collOp* op) {
   const struct collMailbox* m = comm->mailbox;
-  if (!m || (op->algo && strcasecmp(op->algo, "direct") != 0)) return 0;
+  if (!m || !collAlgoSpecAllows(op->algo, "direct")) return 0; /* COLL_ALGO without direct: schedules */
   size_t b = mbPublished(op, comm->nranks);
   return b != SIZE_MAX && b <= m->slotBytes;
 }

@@ -27,7 +27,7 @@
 collResult_t collMailboxInit(collComm_t comm);
 /* 1 when op runs through the mailbox: a mailbox exists, op is an all-reduce,
  * all-gather or reduce-scatter whose published bytes per
- * rank fit a slot, and no algorithm other than "direct" is forced. */
+ * rank fit a slot, and COLL_ALGO lets op's collective use "direct". */
 int collMailboxFits(collComm_t comm, const collOp* op);
 /* Runs op through the mailbox (blocking); tag and sig are the call's
  * signature (sig.h). float16/bfloat16 sums, products and averages with
@@ -48,6 +48,9 @@ int collMailboxPeerFailed(collComm_t comm, int peer);
 /* Marks this rank failed in the mailbox and wakes its peers, so ranks
  * waiting on it fail at once. Safe to call with no mailbox. */
 void collMailboxMarkFailed(collComm_t comm);
+/* 1 if peer marked itself failed (or destroyed its communicator) in the
+ * mailbox; 0 if not or without a mailbox. Never blocks. */
+int collMailboxPeerFailed(collComm_t comm, int peer);
 void collMailboxFree(collComm_t comm);
 
 #endif

@@ -17,6 +17,7 @@
 #include "engine/progress.h"
 #include "engine/sig.h"
 #include "misc/log.h"
+#include "obs/obs.h"
 #include "reduce/reduce.h"
 
 typedef struct {
@@ -89,6 +90,8 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
         return 1;
       }
       if (!l->req) break;
+      collObsStepPost(comm, l->channel, 2 * l->peer + l->isRecv, l->isRecv ? COLL_STEP_RECV : COLL_STEP_SEND, l->peer,
+                      len, l->ops[l->qi], l->k);
       progressed = 1;
     }
     int done = 0;
@@ -104,6 +107,7 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
       return 1;
     }
     if (!done) {
+      collObsPending(comm, l->channel, l->ops[l->qi], 2 * l->peer + l->isRecv);
       collIdleAdd(idle, net, nc, l->isRecv ? POLLIN : POLLOUT);
       break;
     }
@@ -117,6 +121,7 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
                           comm->rank, l->peer, collCommPeerHost(comm, l->peer), got, len);
       return 1;
     }
+    collObsStepDone(comm, l->channel, 2 * l->peer + l->isRecv, l->peer, !l->isRecv, len);
     l->req = NULL;
     l->k += (size_t)nch;
     progressed = 1;

@@ -3,12 +3,15 @@
 
 #include <linux/futex.h>
 #include <sched.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "misc/log.h"
 #include "misc/socket.h"
+#include "obs/obs.h"
 
 void collIdleInit(collComm_t comm, collIdle* w) {
   w->idle = 0;
@@ -16,7 +19,7 @@ void collIdleInit(collComm_t comm, collIdle* w) {
   w->sleeping = comm->spinUs <= 0;
   w->yield = comm->yieldWait;
   w->idleSince = 0;
-  w->deadline = comm->timeoutSec > 0 ? collTimeNow() + comm->timeoutSec : 0;
+  w->deadline = comm->runTimeoutSec > 0 ? collTimeNow() + comm->runTimeoutSec : 0;
   w->nfds = 0;
   w->futexWord = NULL;
 }
@@ -60,20 +63,46 @@ static void collIdleSleep(collIdle* w) {
   else sched_yield();
 }
 
+/* The first failure of a communicator: closes everything (peers blocked on
+ * us fail fast), then records the message, completed with what the
+ * connections told on closing (a peer that rejected one) and with the
+ * ranks on this host that stopped progressing (engine/blame.c). */
 collResult_t collEngineFail(collComm_t comm, collResult_t r) {
-  collCommSetAsyncError(comm, r, collLastErrorMessage());
-  collEngineCloseConns(comm); /* propagate: peers blocked on us fail fast */
+  char msg[1024];
+  snprintf(msg, sizeof msg, "%s", collLastErrorMessage());
+  /* recorded at once (this also sets abortFlag), so that a call issued
+   * meanwhile fails with this reason; completed below */
+  int first = collCommSetAsyncError(comm, r, msg);
+  char why[400] = "";
+  collEngineCloseConnsWhy(comm, why, sizeof why);
+  size_t len0 = strlen(msg);
+  if (first && why[0]) snprintf(msg + len0, sizeof msg - len0, "; %s", why);
+  if (first && (r == collRemoteError || r == collTimeout || r == collSystemError))
+    collEngineBlame(comm, msg, sizeof msg);
+  if (strlen(msg) != len0) {
+    collSetError(r, "%s", msg);
+    collCommRefineAsyncError(comm, msg);
+  }
+  collObsFailure(comm, r, msg);
   return r;
+}
+
+/* How the deadline of the running operation was set, for messages. */
+static const char* collTimeoutSource(const struct collComm* comm) {
+  return comm->runTimeoutPerCall ? "per-call timeout, collCommSetCallTimeout" : "COLL_TIMEOUT / collCommSetTimeout";
 }
 
 collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const char* what, int waitPeer) {
   if (__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE)) {
     collResult_t e = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE);
     if (e == collSuccess || e == collInProgress) e = collRemoteError;
+    char msg[sizeof comm->asyncMsg];
+    collCommErrorMessage(comm, msg, sizeof msg);
     return collSetError(e, "rank %d: %s interrupted: communicator aborted (%s)", comm->rank, what,
-                        comm->asyncMsg[0] ? comm->asyncMsg : "collCommAbort");
+                        msg[0] ? msg : "collCommAbort");
   }
   if (progressed) {
+    if (w->idleSince != 0) collObsWaitEnd(comm);
     w->idle = 0;
     w->idleSince = 0;
     w->sleeping = w->spinSec <= 0;
@@ -88,9 +117,11 @@ collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const ch
     double now = collTimeNow();
     if (w->idleSince == 0) w->idleSince = now;
     else if (now - w->idleSince > w->spinSec) w->sleeping = 1;
+    collObsWaiting(comm, waitPeer, now);
     if (w->deadline > 0 && now > w->deadline) {
-      collSetError(collTimeout, "rank %d: %s timed out after %d s (COLL_TIMEOUT) waiting on rank %d (%s)", comm->rank,
-                   what, comm->timeoutSec, waitPeer, waitPeer >= 0 ? collCommPeerHost(comm, waitPeer) : "-");
+      collSetError(collTimeout, "rank %d: %s timed out after %g s (%s) waiting on rank %d (%s)", comm->rank, what,
+                   comm->runTimeoutSec, collTimeoutSource(comm), waitPeer,
+                   waitPeer >= 0 ? collCommPeerHost(comm, waitPeer) : "-");
       return collEngineFail(comm, collTimeout);
     }
   }

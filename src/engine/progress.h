@@ -40,7 +40,12 @@ void collIdleAdd(collIdle* w, const collNet_v2_t* net, void* netComm, short even
 void collIdleFutex(collIdle* w, _Atomic uint32_t* word, uint32_t val, _Atomic int32_t* sleepers);
 /* Call once per loop iteration. Returns collSuccess to continue. */
 collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const char* what, int waitPeer);
-/* Records a failure on the comm (aborting it) and returns r. */
+/* Records a failure on the comm (aborting it), closes its connections and
+ * listeners, completes the message (rejected connections, ranks on this
+ * host that exited or stopped) and returns r. */
 collResult_t collEngineFail(collComm_t comm, collResult_t r);
+/* collEngineCloseConns that also reports what a transport said on closing
+ * (e.g. the peer rejected the connection) into why (empty if nothing). */
+void collEngineCloseConnsWhy(collComm_t comm, char* why, size_t whySize);
 
 #endif

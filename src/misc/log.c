@@ -1,6 +1,7 @@
 /* log.c - COLL_DEBUG / COLL_DEBUG_SUBSYS logging and collGetLastError. */
 #include "log.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -31,20 +32,89 @@ static const struct {
                        {"TUNING", COLL_SUB_TUNE}, {"ENV", COLL_SUB_ENV},
                        {"ALL", COLL_SUB_ALL}};
 
-/* Parses "INIT,NET" or "^ENGINE" into a subsystem mask. */
+#define COLL_SUB_DEFAULT (COLL_SUB_INIT | COLL_SUB_ENV | COLL_SUB_BOOT | COLL_SUB_NET)
+#define COLL_NSUBSYS (sizeof collSubsysNames / sizeof collSubsysNames[0])
+
+/* Warnings about the logging settings themselves: found while the logger is
+ * being set up (inside its pthread_once, where logging would recurse), and
+ * printed by collLogInit right after. */
+static char collLogSetupWarn[3][400];
+static int collLogSetupWarnN, collLogSetupWarned;
+
+static void collLogSetupWarning(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+static void collLogSetupWarning(const char* fmt, ...) {
+  if (collLogSetupWarnN >= (int)(sizeof collLogSetupWarn / sizeof collLogSetupWarn[0])) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(collLogSetupWarn[collLogSetupWarnN++], sizeof collLogSetupWarn[0], fmt, ap);
+  va_end(ap);
+}
+
+/* "INIT,NET" style names of a mask (ALL when every bit is set). */
+static void collSubsysFormat(int mask, char* buf, size_t len) {
+  size_t o = 0;
+  buf[0] = 0;
+  if (mask == COLL_SUB_ALL) {
+    snprintf(buf, len, "ALL");
+    return;
+  }
+  for (size_t i = 0; i < COLL_NSUBSYS; i++) {
+    int bit = collSubsysNames[i].bit;
+    if (bit == COLL_SUB_ALL || strcmp(collSubsysNames[i].name, "TUNING") == 0 || !(mask & bit)) continue;
+    o += (size_t)snprintf(buf + o, o < len ? len - o : 0, "%s%s", o ? "," : "", collSubsysNames[i].name);
+  }
+  if (!buf[0]) snprintf(buf, len, "none");
+}
+
+/* Parses "INIT,NET" or "^ENGINE" into a subsystem mask. Unknown names are
+ * reported; a list of nothing but unknown names gives the default mask. */
 static int collParseSubsys(const char* spec) {
-  if (!spec || !*spec) return COLL_SUB_INIT | COLL_SUB_ENV | COLL_SUB_BOOT | COLL_SUB_NET;
+  if (!spec || !*spec) return COLL_SUB_DEFAULT;
+  const char* whole = spec;
   int invert = spec[0] == '^';
   if (invert) spec++;
-  int mask = 0;
-  char buf[256];
+  int mask = 0, known = 0;
+  char buf[256], unknown[256] = "";
+  size_t uo = 0;
   snprintf(buf, sizeof buf, "%s", spec);
   char* save = NULL;
-  for (char* tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    for (size_t i = 0; i < sizeof collSubsysNames / sizeof collSubsysNames[0]; i++)
-      if (strcasecmp(tok, collSubsysNames[i].name) == 0) mask |= collSubsysNames[i].bit;
+  for (char* tok = strtok_r(buf, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save)) {
+    size_t i;
+    for (i = 0; i < COLL_NSUBSYS; i++)
+      if (strcasecmp(tok, collSubsysNames[i].name) == 0) break;
+    if (i < COLL_NSUBSYS) {
+      mask |= collSubsysNames[i].bit;
+      known++;
+    } else {
+      uo += (size_t)snprintf(unknown + uo, uo < sizeof unknown ? sizeof unknown - uo : 0, "%s\"%s\"", uo ? ", " : "",
+                             tok);
+    }
   }
-  return invert ? ~mask : mask;
+  int result = invert ? ~mask : mask;
+  if (!known && !invert) result = COLL_SUB_DEFAULT;
+  if (unknown[0] || !known) {
+    char used[128];
+    collSubsysFormat(result, used, sizeof used);
+    collLogSetupWarning("COLL_DEBUG_SUBSYS=%s: %s %s (known: INIT, BOOT, NET, COLL, ENGINE, TUNE or TUNING, ENV, ALL; "
+                        "^ excludes); using %s",
+                        whole, unknown[0] ? "unknown subsystem" : "no subsystem named", unknown[0] ? unknown : "",
+                        used);
+  }
+  return result;
+}
+
+/* Expands %h (host) and %p (pid) as NCCL_DEBUG_FILE; 0 if it does not fit. */
+static int collLogFilePath(const char* spec, char* path, size_t len) {
+  size_t o = 0;
+  for (const char* c = spec; *c; c++) {
+    int n;
+    if (c[0] == '%' && c[1] == 'h') n = snprintf(path + o, len - o, "%s", collHost), c++;
+    else if (c[0] == '%' && c[1] == 'p') n = snprintf(path + o, len - o, "%d", (int)getpid()), c++;
+    else n = snprintf(path + o, len - o, "%c", *c);
+    if (n < 0 || (size_t)n >= len - o) return 0;
+    o += (size_t)n;
+  }
+  return 1;
 }
 
 static void collLogInitOnce(void) {
@@ -58,40 +128,47 @@ static void collLogInitOnce(void) {
     else if (strcasecmp(lvl, "INFO") == 0) level = COLL_LOG_INFO;
     else if (strcasecmp(lvl, "TRACE") == 0) level = COLL_LOG_TRACE;
     else if (strcasecmp(lvl, "VERSION") == 0) level = COLL_LOG_WARN;
+    else
+      collLogSetupWarning("COLL_DEBUG=%s is not WARN, INFO, TRACE or VERSION; using the default (unset: no log but "
+                          "warnings like this one)",
+                          lvl);
   }
   collLogSubsys = collParseSubsys(collParamStr(COLL_SPARAM_DEBUG_SUBSYS));
   collLogFile = stderr;
   const char* file = collParamStr(COLL_SPARAM_DEBUG_FILE);
   if (file && *file) {
-    /* %h = host, %p = pid, as NCCL_DEBUG_FILE */
     char path[512];
-    size_t o = 0;
-    for (const char* c = file; *c && o + 32 < sizeof path; c++) {
-      if (c[0] == '%' && c[1] == 'h') { o += (size_t)snprintf(path + o, sizeof path - o, "%s", collHost); c++; }
-      else if (c[0] == '%' && c[1] == 'p') { o += (size_t)snprintf(path + o, sizeof path - o, "%d", (int)getpid()); c++; }
-      else path[o++] = *c;
-    }
-    path[o] = 0;
-    FILE* f = fopen(path, "we");
+    FILE* f = NULL;
+    if (!collLogFilePath(file, path, sizeof path))
+      collLogSetupWarning("COLL_DEBUG_FILE=%s: the path is longer than %zu bytes; logging to stderr", file,
+                          sizeof path - 1);
+    else if (!(f = fopen(path, "we")))
+      collLogSetupWarning("COLL_DEBUG_FILE=%s: cannot open %s for writing (%s); logging to stderr", file, path,
+                          strerror(errno));
     if (f) collLogFile = f;
   }
   __atomic_store_n(&collLogLevel, level, __ATOMIC_RELEASE);
 }
 
-void collLogInit(void) { pthread_once(&collLogOnce, collLogInitOnce); }
+void collLogInit(void) {
+  pthread_once(&collLogOnce, collLogInitOnce);
+  if (collLogSetupWarnN && !__atomic_exchange_n(&collLogSetupWarned, 1, __ATOMIC_ACQ_REL))
+    for (int i = 0; i < collLogSetupWarnN; i++) COLL_WARN_ALWAYS(COLL_SUB_ENV, "%s", collLogSetupWarn[i]);
+  collParamInit(); /* its warnings at init too, not at first use */
+}
 
 const char* collHostName(void) {
-  collLogInit();
+  pthread_once(&collLogOnce, collLogInitOnce);
   return collHost;
 }
 
 int collLogEnabled(int level, int subsys) {
-  collLogInit();
+  pthread_once(&collLogOnce, collLogInitOnce);
   return level <= collLogLevel && (level <= COLL_LOG_WARN || (subsys & collLogSubsys));
 }
 
 void collLog(int level, int subsys, const char* file, int line, const char* fmt, ...) {
-  collLogInit();
+  pthread_once(&collLogOnce, collLogInitOnce);
   if (level > collLogLevel) return;
   if (level > COLL_LOG_WARN && !(subsys & collLogSubsys)) return;
   char msg[1024];
@@ -100,7 +177,7 @@ void collLog(int level, int subsys, const char* file, int line, const char* fmt,
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   const char* base = strrchr(file, '/');
-  static const char* names[] = {"", "WARN", "INFO", "TRACE"};
+  static const char* names[] = {"WARN", "WARN", "INFO", "TRACE"}; /* NONE: COLL_WARN_ALWAYS */
   pthread_mutex_lock(&collLogLock);
   if (level == COLL_LOG_TRACE)
     fprintf(collLogFile, "%s:%d:%ld [coll] %s %s:%d %s\n", collHost, (int)getpid(),
@@ -126,4 +203,15 @@ collResult_t collSetError(collResult_t code, const char* fmt, ...) {
 }
 
 void collClearError(void) { collLastError[0] = 0; }
+
+static _Thread_local int collApiDepth;
+
+void collApiEnter(void) {
+  if (collApiDepth++ == 0) collLastError[0] = 0;
+}
+
+collResult_t collApiLeave(collResult_t r) {
+  if (--collApiDepth == 0 && (r == collSuccess || r == collInProgress)) collLastError[0] = 0;
+  return r;
+}
 const char* collLastErrorMessage(void) { return collLastError; }

@@ -4,6 +4,7 @@
 
 #include "coll.h"
 
+/* COLL_LOG_NONE (COLL_DEBUG unset) still prints COLL_WARN_ALWAYS messages. */
 enum { COLL_LOG_NONE = 0, COLL_LOG_WARN = 1, COLL_LOG_INFO = 2, COLL_LOG_TRACE = 3 };
 
 /* Subsystems for COLL_DEBUG_SUBSYS (comma list, ^ to exclude, ALL). */
@@ -26,6 +27,17 @@ void collLog(int level, int subsys, const char* file, int line,
              const char* fmt, ...) __attribute__((format(printf, 5, 6)));
 
 #define COLL_WARN(sub, ...) collLog(COLL_LOG_WARN, sub, __FILE__, __LINE__, __VA_ARGS__)
+/* A setting that is not used as given (say what is used instead), or
+ * anything else the user must see: printed labelled WARN whatever COLL_DEBUG
+ * says, also when it is unset. */
+#define COLL_WARN_ALWAYS(sub, ...) collLog(COLL_LOG_NONE, sub, __FILE__, __LINE__, __VA_ARGS__)
+/* COLL_WARN_ALWAYS at most once per process from this call site. */
+#define COLL_WARN_ONCE(sub, ...)                                              \
+  do {                                                                        \
+    static int collWarnedOnce_;                                               \
+    if (!__atomic_exchange_n(&collWarnedOnce_, 1, __ATOMIC_RELAXED))          \
+      COLL_WARN_ALWAYS(sub, __VA_ARGS__);                                     \
+  } while (0)
 #define COLL_INFO(sub, ...)                                                   \
   do {                                                                        \
     if (collLogLevel >= COLL_LOG_INFO || collLogLevel < 0)                    \
@@ -44,6 +56,14 @@ collResult_t collSetError(collResult_t code, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void collClearError(void);
 const char* collLastErrorMessage(void);
+
+/* Public entry points (src/core/api.c) bracket each call with these: the
+ * outermost call on a thread clears the message at entry, and again when it
+ * returns collSuccess or collInProgress, so that collGetLastError describes
+ * the last call only (nested public calls, e.g. cleanup after a failure,
+ * leave it alone). collApiLeave returns r. */
+void collApiEnter(void);
+collResult_t collApiLeave(collResult_t r);
 
 /* Short host name and process id used in messages and logs. */
 const char* collHostName(void);

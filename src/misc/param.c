@@ -1,17 +1,33 @@
-/* param.c - the one table of every COLL_* environment variable. */
+/*
+ * param.c - the one table of every COLL_* environment variable.
+ *
+ * Integer rows: name, default, min, max, doc. A value is read as a 64-bit
+ * decimal (or 0x hex) integer, once per process. One that is not used as
+ * given is reported once with COLL_WARN_ALWAYS (visible without COLL_DEBUG),
+ * saying what is used instead:
+ *  - empty or not an integer ("abc", "12abc"): the default;
+ *  - below min / above max (also beyond 64 bits): the nearest bound;
+ *  - COLL_PROGRESS_CPU naming a CPU this process may not run on: -1.
+ * collParamDump (COLL_DEBUG=INFO) prints the value in force.
+ */
 #include "param.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "core/comm.h"
 #include "log.h"
+#include "transports/tcp/tcp.h"
 
 typedef struct {
   const char* name;
   int64_t def;
-  int64_t min;
+  int64_t min, max; /* every value in force is in [min, max] */
   const char* doc;
 } collIntParamDesc;
 
@@ -23,19 +39,30 @@ typedef struct {
 
 /* Indexed by collIntParam / collStrParam. */
 static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
-    [COLL_PARAM_TIMEOUT] = {"COLL_TIMEOUT", 1800, 0, "seconds an operation may wait before the communicator aborts with collTimeout (0 = never)"},
-    [COLL_PARAM_CHUNKSIZE] = {"COLL_CHUNKSIZE", 1 << 19, 1024, "bytes per block of one pipeline slice"},
-    [COLL_PARAM_NCHANNELS] = {"COLL_NCHANNELS", 2, 1, "parallel channels (connection sets) a large call is spread over"},
-    [COLL_PARAM_NSOCKS] = {"COLL_NSOCKS_PERTHREAD", 1, 1, "TCP sockets per connection; large messages are striped over them"},
-    [COLL_PARAM_SPIN] = {"COLL_SPIN_US", -1, -1, "microseconds a waiting thread polls before it sleeps in poll(); -1: 1000, yielding the CPU between polls when this machine (all namespaces) runs more ranks than it has cores"},
-    [COLL_PARAM_CONNECT_RETRY_MS] = {"COLL_CONNECT_TIMEOUT_MS", 60000, 100, "milliseconds to retry a refused connection during init"},
-    [COLL_PARAM_CHECK] = {"COLL_CHECK", 0, 0, "1: before each collective verify that every rank called it with the same count, type, op and root"},
-    [COLL_PARAM_SHM_DISABLE] = {"COLL_SHM_DISABLE", 0, 0, "1: never use shared memory between ranks of a node (use the network transport)"},
-    [COLL_PARAM_SHM_BUFFSIZE] = {"COLL_SHM_BUFFSIZE", 4 << 20, 32768, "bytes of the shared ring (8 slots) of each shm connection, allocated up front by the sender"},
-    [COLL_PARAM_SHM_CMA_THRESHOLD] = {"COLL_SHM_CMA_THRESHOLD", -1, -1, "shm messages this large are read straight from the sender's buffer (process_vm_readv, one copy); 0: always copy through the ring; -1: 262144 if process_vm_readv is at least 70% as fast as memcpy here (measured once per process), else 0"},
-    [COLL_PARAM_TUNE_CALIBRATE] = {"COLL_TUNE_CALIBRATE", 0, 0, "1: measure latency and bandwidth of each link class at init (a few ms) and give the tuner those instead of the topology's estimates"},
-    [COLL_PARAM_MAILBOX_BYTES] = {"COLL_MAILBOX_BYTES", 4096, 0, "small collectives whose data per rank is at most this many bytes run one-shot through a shared-memory mailbox when every rank is on one node (all-reduce, all-gather, reduce-scatter); 0: off"},
-    [COLL_PARAM_PROGRESS_CPU] = {"COLL_PROGRESS_CPU", -1, -1, "pin each communicator's progress thread to this CPU; -1: the NUMA node of the rank's NIC when the machine has several"},
+    [COLL_PARAM_TIMEOUT] = {"COLL_TIMEOUT", 1800, 0, INT32_MAX, "seconds an operation may wait before the communicator aborts with collTimeout (0 = never)"},
+    [COLL_PARAM_CHUNKSIZE] = {"COLL_CHUNKSIZE", 1 << 19, 1024, 1 << 30, "bytes per block of one pipeline slice"},
+    [COLL_PARAM_NCHANNELS] = {"COLL_NCHANNELS", 2, 1, COLL_MAX_CHANNELS, "parallel channels (connection sets) a large call is spread over"},
+    [COLL_PARAM_NSOCKS] = {"COLL_NSOCKS_PERTHREAD", 1, 1, COLL_TCP_MAX_SOCKS, "TCP sockets per connection; large messages are striped over them"},
+    [COLL_PARAM_SPIN] = {"COLL_SPIN_US", -1, -1, 10000000, "microseconds a waiting thread polls before it sleeps in poll(); -1: 1000, yielding the CPU between polls when this machine (all namespaces) runs more ranks than it has cores"},
+    [COLL_PARAM_CONNECT_RETRY_MS] = {"COLL_CONNECT_TIMEOUT_MS", 60000, 100, INT32_MAX, "milliseconds to retry a refused connection during init"},
+    [COLL_PARAM_CHECK] = {"COLL_CHECK", 0, 0, 1, "1: before each collective verify that every rank called it with the same count, type, op and root"},
+    [COLL_PARAM_SHM_DISABLE] = {"COLL_SHM_DISABLE", 0, 0, 1, "1: never use shared memory between ranks of a node (use the network transport)"},
+    [COLL_PARAM_SHM_BUFFSIZE] = {"COLL_SHM_BUFFSIZE", 4 << 20, 32768, 1 << 30, "bytes of the shared ring (8 slots) of each shm connection, allocated up front by the sender"},
+    [COLL_PARAM_SHM_CMA_THRESHOLD] = {"COLL_SHM_CMA_THRESHOLD", -1, -1, INT64_MAX, "shm messages this large are read straight from the sender's buffer (process_vm_readv, one copy); 0: always copy through the ring; -1: 262144 if process_vm_readv is at least 70% as fast as memcpy here (measured once per process), else 0. Each connection uses single copy only if both processes allow it, from the larger threshold"},
+    [COLL_PARAM_TUNE_CALIBRATE] = {"COLL_TUNE_CALIBRATE", 0, 0, 1, "1: measure latency and bandwidth of each link class at init (a few ms) and give the tuner those instead of the topology's estimates"},
+    [COLL_PARAM_MAILBOX_BYTES] = {"COLL_MAILBOX_BYTES", 4096, 0, 1 << 20, "small collectives whose data per rank is at most this many bytes run one-shot through a shared-memory mailbox when every rank is on one node (all-reduce, all-gather, reduce-scatter); 0: off"},
+    [COLL_PARAM_PROGRESS_CPU] = {"COLL_PROGRESS_CPU", -1, -1, CPU_SETSIZE - 1, "pin each communicator's progress thread to this CPU; -1: the NUMA node of the rank's NIC when the machine has several"},
+    [COLL_PARAM_P2P_BUFFSIZE] = {"COLL_P2P_BUFFSIZE", 4 << 20, 1 << 16, 1 << 30, "bytes of GPU memory (8 slots) the receiver of each CUDA P2P connection allocates for its ring"},
+    [COLL_PARAM_INIT_TIMEOUT] = {"COLL_INIT_TIMEOUT", 300, 0, INT32_MAX, "seconds a communicator's init may wait for every rank to join (counted by the bootstrap root from its start); then every rank that joined fails naming the missing ranks (0 = never)"},
+    [COLL_PARAM_FR_ENTRIES] = {"COLL_FR_ENTRIES", 256, 0, 1 << 16, "operations each communicator's flight recorder keeps (rounded up to a power of two); 0: off"},
+    [COLL_PARAM_FR_SIGNAL] = {"COLL_FR_SIGNAL", 0, 0, 64, "signal number (e.g. 10 = SIGUSR1) on which every communicator of the process dumps its flight recorder to COLL_FR_FILE (stderr if unset); 0: none"},
+    [COLL_PARAM_IB_GID_INDEX] = {"COLL_IB_GID_INDEX", -1, -1, 255, "ib: GID index of RoCE ports; -1: the first RoCE v2 GID with an IPv4 address, else RoCE v2 IPv6, else 0"},
+    [COLL_PARAM_IB_TC] = {"COLL_IB_TC", 0, 0, 255, "ib: traffic class of the queue pairs (RoCE: DSCP << 2 | ECN)"},
+    [COLL_PARAM_IB_SL] = {"COLL_IB_SL", 0, 0, 15, "ib: service level of the queue pairs"},
+    [COLL_PARAM_IB_TIMEOUT] = {"COLL_IB_TIMEOUT", 20, 1, 31, "ib: ack timeout of the queue pairs, 4.096 us * 2^value (20: 4.3 s; at most 31)"},
+    [COLL_PARAM_IB_RETRY_CNT] = {"COLL_IB_RETRY_CNT", 7, 0, 7, "ib: retransmissions before a send fails with 'transport retry counter exceeded' (at most 7)"},
+    [COLL_PARAM_IB_QPS_PER_CONN] = {"COLL_IB_QPS_PER_CONNECTION", 1, 1, 16, "ib: queue pairs per connection; messages use them round-robin (at most 16)"},
+    [COLL_PARAM_IB_REG_CACHE] = {"COLL_IB_REG_CACHE", 0, 0, 1 << 20, "ib: memory registrations of user buffers kept for reuse (LRU); 0: register each message's buffer and release it when the message completes. Only safe when the application never frees and reallocates communication buffers (a registration pins the old pages: data would go to them)"},
 };
 
 static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
@@ -43,48 +70,135 @@ static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
     [COLL_SPARAM_SOCKET_FAMILY] = {"COLL_SOCKET_FAMILY", NULL, "AF_INET or AF_INET6 to force an address family"},
     [COLL_SPARAM_COMM_ID] = {"COLL_COMM_ID", NULL, "host:port of the rendezvous (rank 0 listens) for collCommInitFromEnv / collGetUniqueId"},
     [COLL_SPARAM_NET] = {"COLL_NET", NULL, "transport for the data path: tcp (default) or loopback (ranks as threads of one process)"},
-    [COLL_SPARAM_DEBUG] = {"COLL_DEBUG", NULL, "log level: WARN, INFO, TRACE"},
+    [COLL_SPARAM_DEBUG] = {"COLL_DEBUG", NULL, "log level: WARN, INFO, TRACE (VERSION = WARN); unset: nothing but warnings about settings not used as given"},
     [COLL_SPARAM_DEBUG_SUBSYS] = {"COLL_DEBUG_SUBSYS", NULL, "subsystems to log: INIT,BOOT,NET,COLL,ENGINE,TUNE,ENV,ALL (^ excludes)"},
-    [COLL_SPARAM_DEBUG_FILE] = {"COLL_DEBUG_FILE", NULL, "write logs to this file (%h host, %p pid) instead of stderr"},
+    [COLL_SPARAM_DEBUG_FILE] = {"COLL_DEBUG_FILE", NULL, "write logs to this file (%h host, %p pid) instead of stderr (stderr, with a warning, if it cannot be opened)"},
     [COLL_SPARAM_HOSTID] = {"COLL_HOSTID", NULL, "node identity used to group ranks (default: hostname + boot id); tests emulate nodes with it"},
-    [COLL_SPARAM_ALGO] = {"COLL_ALGO", NULL, "force algorithms: a name for every collective that has it (ring) or per collective (allreduce:tree;broadcast:binomial)"},
+    [COLL_SPARAM_ALGO] = {"COLL_ALGO", NULL, "algorithms each collective may use, as NCCL_ALGO: a list for every collective that has one of its names (ring; tree,rhd), ^ excludes (^ring), per collective with ; between entries (allreduce:tree,rhd;broadcast:^chain); checked at init"},
     [COLL_SPARAM_TOPO_FILE] = {"COLL_TOPO_FILE", NULL, "hwloc XML topology to use instead of discovering this machine (tests, simulation)"},
     [COLL_SPARAM_TUNER_PLUGIN] = {"COLL_TUNER_PLUGIN", NULL, "path of a tuner plugin (.so exporting collTunerPlugin_v1, include/coll_tuner.h)"},
     [COLL_SPARAM_TOPO_DUMP_FILE] = {"COLL_TOPO_DUMP_FILE", NULL, "write the discovered topology as hwloc XML to this path and coll's summary to path.summary"},
+    [COLL_SPARAM_CUDA_LIBRARY] = {"COLL_CUDA_LIBRARY", "libcuda.so.1", "the CUDA driver library coll loads (dlopen) the first time it needs the GPU"},
+    [COLL_SPARAM_STATS_FILE] = {"COLL_STATS_FILE", NULL, "write each communicator's counters as JSON to this file at destroy (%h host, %p pid, %r rank, %c communicator id); tools/coll_report merges them"},
+    [COLL_SPARAM_TRACE_FILE] = {"COLL_TRACE_FILE", NULL, "write a Chrome trace / Perfetto JSON timeline of each communicator to this file at destroy (%h, %p, %r, %c as COLL_STATS_FILE)"},
+    [COLL_SPARAM_PROFILER_PLUGIN] = {"COLL_PROFILER_PLUGIN", NULL, "path of a profiler plugin (.so exporting collProfiler_v1, include/coll_profiler.h)"},
+    [COLL_SPARAM_FR_FILE] = {"COLL_FR_FILE", NULL, "write the flight recorder (last COLL_FR_ENTRIES operations) to this file when a communicator fails or is aborted, on COLL_FR_SIGNAL and on collCommDumpFlightRecorder (%h, %p, %r, %c)"},
+    [COLL_SPARAM_IB_HCA] = {"COLL_IB_HCA", NULL, "ib: HCAs and ports to use: prefix list, ^ excludes, = exact, :port (mlx5, =mlx5_0:1,mlx5_1:1, ^mlx5_2)"},
+    [COLL_SPARAM_IB_LIB] = {"COLL_IB_LIB", "libibverbs.so.1", "ib: the libibverbs library to load (dlopen) when COLL_NET=ib"},
+    [COLL_SPARAM_NET_PLUGIN] = {"COLL_NET_PLUGIN", NULL, "path of a transport plugin (.so exporting collNetPlugin_v2, include/coll_net.h); it becomes the default inter-node transport"},
     [COLL_SPARAM_HALF_ACCUM] = {"COLL_HALF_ACCUM", "float", "float16/bfloat16 sum, prod and avg: float carries partial results in float32 (on the wire too) and rounds once; native rounds at every step and pre-multiplies avg inputs by 1/nranks (NCCL's bytes and speed)"},
 };
 
 static int64_t collIntValues[COLL_PARAM_COUNT_INT];
 static uint8_t collIntSet[COLL_PARAM_COUNT_INT];
+static char collIntWarn[COLL_PARAM_COUNT_INT][300]; /* why the value differs from the environment's */
+static int collIntWarned;
 static pthread_once_t collParamOnce = PTHREAD_ONCE_INIT;
+
+/* Strict 64-bit parse: optional blanks and sign, decimal or 0x hex digits,
+ * optional trailing blanks. 1: *v set; 0: not an integer; -1/+1 overflow
+ * (*v = INT64_MIN / INT64_MAX, returns 2). */
+static int collParseInt64(const char* s, int64_t* v) {
+  char* end;
+  errno = 0;
+  while (isspace((unsigned char)*s)) s++;
+  const char* digits = s + (*s == '-' || *s == '+');
+  int hex = digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X');
+  if (!(hex ? isxdigit((unsigned char)digits[2]) : isdigit((unsigned char)digits[0]))) return 0;
+  long long x = strtoll(s, &end, hex ? 16 : 10);
+  while (isspace((unsigned char)*end)) end++;
+  if (*end) return 0;
+  *v = x;
+  return errno == ERANGE ? 2 : 1;
+}
+
+/* What an unset row means, for "using ..." in warnings. */
+static void collParamDefaultWords(int i, char* buf, size_t len) {
+  if (i == COLL_PARAM_NCHANNELS || i == COLL_PARAM_CHUNKSIZE)
+    snprintf(buf, len, "the default (the tuner decides per call)");
+  else
+    snprintf(buf, len, "the default %lld", (long long)collIntParams[i].def);
+}
+
+/* COLL_PROGRESS_CPU must be a CPU this process may run on. */
+static int collCpuUsable(int64_t cpu, char* allowed, size_t len) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1; /* cannot tell: let pinning report it */
+  size_t o = 0;
+  allowed[0] = 0;
+  for (int c = 0; c < CPU_SETSIZE; c++) {
+    if (!CPU_ISSET(c, &set) || (c > 0 && CPU_ISSET(c - 1, &set))) continue;
+    int last = c;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, &set)) last++;
+    int n = last > c ? snprintf(allowed + o, len - o, "%s%d-%d", o ? "," : "", c, last)
+                     : snprintf(allowed + o, len - o, "%s%d", o ? "," : "", c);
+    if (n < 0 || (size_t)n >= len - o) break;
+    o += (size_t)n;
+  }
+  return cpu >= 0 && cpu < CPU_SETSIZE && CPU_ISSET((int)cpu, &set);
+}
 
 static void collParamLoad(void) {
   for (int i = 0; i < COLL_PARAM_COUNT_INT; i++) {
     const collIntParamDesc* d = &collIntParams[i];
+    char* w = collIntWarn[i];
+    size_t wl = sizeof collIntWarn[i];
+    char dflt[64];
+    collParamDefaultWords(i, dflt, sizeof dflt);
     int64_t v = d->def;
     const char* s = getenv(d->name);
-    if (s && *s) {
-      collIntSet[i] = 1;
-      char* end;
-      errno = 0;
-      long long x = strtoll(s, &end, 0);
-      if (errno || *end || x < d->min)
-        fprintf(stderr, "[coll] WARN ignoring %s=%s (want an integer >= %lld); using %lld\n",
-                d->name, s, (long long)d->min, (long long)d->def);
-      else
+    if (s && !*s) {
+      snprintf(w, wl, "%s is set but empty; using %s", d->name, dflt);
+    } else if (s) {
+      int64_t x = 0;
+      int k = collParseInt64(s, &x);
+      if (k == 0) {
+        snprintf(w, wl, "%s=\"%s\" is not an integer; using %s", d->name, s, dflt);
+      } else {
+        collIntSet[i] = 1;
         v = x;
+        if (x < d->min || (k == 2 && x < 0)) {
+          v = d->min;
+          snprintf(w, wl, "%s=%s is below the minimum %lld; using %lld", d->name, s, (long long)d->min,
+                   (long long)d->min);
+        } else if (x > d->max || k == 2) {
+          v = d->max;
+          snprintf(w, wl, "%s=%s is above the maximum %lld; using %lld", d->name, s, (long long)d->max,
+                   (long long)d->max);
+        }
+        char allowed[128];
+        if (i == COLL_PARAM_PROGRESS_CPU && v >= 0 && !collCpuUsable(v, allowed, sizeof allowed)) {
+          snprintf(w, wl, "%s=%s: this process may run on CPUs %s only; using -1 (automatic placement)", d->name, s,
+                   allowed);
+          v = -1;
+          collIntSet[i] = 0;
+        }
+      }
     }
     collIntValues[i] = v;
   }
 }
 
-int collParamIsSet(collIntParam p) {
+/* Loads the table once; the first caller afterwards prints its warnings
+ * (outside the once: the logger reads parameters too). */
+static void collParamEnsure(void) {
   pthread_once(&collParamOnce, collParamLoad);
+  if (__atomic_load_n(&collIntWarned, __ATOMIC_ACQUIRE) || __atomic_exchange_n(&collIntWarned, 1, __ATOMIC_ACQ_REL))
+    return;
+  for (int i = 0; i < COLL_PARAM_COUNT_INT; i++)
+    if (collIntWarn[i][0]) COLL_WARN_ALWAYS(COLL_SUB_ENV, "%s", collIntWarn[i]);
+}
+
+void collParamInit(void) { collParamEnsure(); }
+
+int collParamIsSet(collIntParam p) {
+  collParamEnsure();
   return collIntSet[p];
 }
 
 int64_t collParamInt(collIntParam p) {
-  pthread_once(&collParamOnce, collParamLoad);
+  collParamEnsure();
   return collIntValues[p];
 }
 
@@ -94,13 +208,45 @@ const char* collParamStr(collStrParam p) {
 }
 
 void collParamDump(void) {
-  for (int i = 0; i < COLL_PARAM_COUNT_INT; i++)
-    COLL_INFO(COLL_SUB_ENV, "%-24s int    default %-8lld value %-8lld %s", collIntParams[i].name,
-              (long long)collIntParams[i].def, (long long)collParamInt((collIntParam)i),
-              collIntParams[i].doc);
+  for (int i = 0; i < COLL_PARAM_COUNT_INT; i++) {
+    const collIntParamDesc* d = &collIntParams[i];
+    int64_t v = collParamInt((collIntParam)i);
+    COLL_INFO(COLL_SUB_ENV, "%-24s int    default %-8lld value %-8lld%s range [%lld, %lld] %s%s%s", d->name,
+              (long long)d->def, (long long)v, collIntSet[i] || collIntWarn[i][0] ? " (env)" : "",
+              (long long)d->min, (long long)d->max, d->doc, collIntWarn[i][0] ? "; " : "", collIntWarn[i]);
+  }
   for (int i = 0; i < COLL_SPARAM_COUNT; i++) {
     const char* v = collParamStr((collStrParam)i);
     COLL_INFO(COLL_SUB_ENV, "%-24s string default %-8s value %-8s %s", collStrParams[i].name,
               collStrParams[i].def ? collStrParams[i].def : "-", v ? v : "-", collStrParams[i].doc);
   }
+}
+
+int collParamRow(int i, collParamRowInfo* out) {
+  memset(out, 0, sizeof *out);
+  if (i < 0) return 0;
+  if (i < COLL_PARAM_COUNT_INT) {
+    const collIntParamDesc* d = &collIntParams[i];
+    int64_t v = collParamInt((collIntParam)i);
+    out->name = d->name;
+    out->type = "int";
+    snprintf(out->def, sizeof out->def, "%lld", (long long)d->def);
+    snprintf(out->value, sizeof out->value, "%lld", (long long)v);
+    snprintf(out->range, sizeof out->range, "[%lld, %lld]", (long long)d->min, (long long)d->max);
+    out->fromEnv = collIntSet[i] || collIntWarn[i][0];
+    out->doc = d->doc;
+    return 1;
+  }
+  i -= COLL_PARAM_COUNT_INT;
+  if (i >= COLL_SPARAM_COUNT) return 0;
+  const collStrParamDesc* d = &collStrParams[i];
+  const char* v = collParamStr((collStrParam)i);
+  const char* env = getenv(d->name);
+  out->name = d->name;
+  out->type = "string";
+  snprintf(out->def, sizeof out->def, "%s", d->def ? d->def : "-");
+  snprintf(out->value, sizeof out->value, "%s", v ? v : "-");
+  out->fromEnv = env && *env;
+  out->doc = d->doc;
+  return 1;
 }

@@ -15,6 +15,7 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,53 +95,224 @@ int collSocketIfMatch(const char* spec, const char* name) {
   return exclude ? !matched : matched;
 }
 
-/* Preference rank of one getifaddrs entry (lower is better), -1 = unusable.
- * Non-loopback beats loopback, the preferred family beats the other, global
- * IPv6 beats link-local. */
-static int collIfRank(const struct ifaddrs* ifa, const char* spec, int forceFam) {
-  if (!ifa->ifa_addr || !(ifa->ifa_flags & IFF_UP)) return -1;
+/* ---- interface selection --------------------------------------------------
+ * Candidates: every getifaddrs entry that is up and has an IPv4/IPv6 address
+ * (of COLL_SOCKET_FAMILY's family when set), selected by COLL_SOCKET_IFNAME
+ * when set. Among them, lexicographically (collSocketIfScore):
+ *  1. the address this host uses to reach the rendezvous (the root hint):
+ *     the source address of a route lookup toward it, unless that is a
+ *     loopback address (a root on loopback says nothing about other hosts);
+ *  2. with a COLL_SOCKET_IFNAME list, an entry named exactly (eth9 before
+ *     eth9.7, which the prefix matches too);
+ *  3. without COLL_SOCKET_IFNAME: ordinary interfaces, then container and
+ *     VM bridges (docker*, veth*, virbr*, br-*, cni*, podman*, lxcbr*, lxdbr*:
+ *     their addresses are often the same on every host), then loopback
+ *     (NCCL: "^docker,lo", then docker, then lo);
+ *  4. running (carrier) before not running;
+ *  5. IPv4 before IPv6, global IPv6 before link-local;
+ *  6. getifaddrs order. */
+
+static pthread_mutex_t collRootHintMu = PTHREAD_MUTEX_INITIALIZER;
+static collSockAddr collRootHint; /* sa_family 0: none */
+static int collIfWarned;          /* the route warning, once per process */
+
+void collSocketSetRootHint(const collSockAddr* root) {
+  pthread_mutex_lock(&collRootHintMu);
+  if (root && (root->sa.sa_family == AF_INET || root->sa.sa_family == AF_INET6)) collRootHint = *root;
+  pthread_mutex_unlock(&collRootHintMu);
+}
+
+collResult_t collSocketFamily(int* fam) {
+  const char* s = collParamStr(COLL_SPARAM_SOCKET_FAMILY);
+  *fam = 0;
+  if (!s || !*s) return collSuccess;
+  if (strcasecmp(s, "AF_INET") == 0 || strcmp(s, "4") == 0) *fam = AF_INET;
+  else if (strcasecmp(s, "AF_INET6") == 0 || strcmp(s, "6") == 0) *fam = AF_INET6;
+  else return collSetError(collInvalidArgument, "COLL_SOCKET_FAMILY=%s: expected AF_INET or AF_INET6 (or unset)", s);
+  return collSuccess;
+}
+
+static int collIsLoopback(const struct sockaddr* sa) {
+  if (sa->sa_family == AF_INET)
+    return (ntohl(((const struct sockaddr_in*)(const void*)sa)->sin_addr.s_addr) >> 24) == 127;
+  if (sa->sa_family == AF_INET6) {
+    const struct in6_addr* a = &((const struct sockaddr_in6*)(const void*)sa)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(a)) return 1;
+    return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+  }
+  return 0;
+}
+
+/* Same IP address (ports and scopes ignored). */
+static int collSameIp(const struct sockaddr* a, const struct sockaddr* b) {
+  if (a->sa_family != b->sa_family) return 0;
+  if (a->sa_family == AF_INET)
+    return ((const struct sockaddr_in*)(const void*)a)->sin_addr.s_addr ==
+           ((const struct sockaddr_in*)(const void*)b)->sin_addr.s_addr;
+  if (a->sa_family == AF_INET6)
+    return memcmp(&((const struct sockaddr_in6*)(const void*)a)->sin6_addr,
+                  &((const struct sockaddr_in6*)(const void*)b)->sin6_addr, sizeof(struct in6_addr)) == 0;
+  return 0;
+}
+
+/* The source address this host would use toward dst: a UDP socket's
+ * connect() does the route lookup and sends nothing. 0 on success. */
+static int collRouteSource(const collSockAddr* dst, collSockAddr* src) {
+  collSockAddr d = *dst;
+  if (d.sa.sa_family == AF_INET) d.sin.sin_port = htons(9); /* any non-zero port */
+  else d.sin6.sin6_port = htons(9);
+  int f = socket(d.sa.sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (f < 0) return -1;
+  socklen_t sl = sizeof *src;
+  memset(src, 0, sizeof *src);
+  int rc = connect(f, &d.sa, collSockAddrLen(&d)) == 0 && getsockname(f, &src->sa, &sl) == 0 ? 0 : -1;
+  close(f);
+  return rc;
+}
+
+/* Container and VM bridge interfaces: last before loopback by default. */
+static int collIfBridge(const char* name) {
+  static const char* const pre[] = {"docker", "veth", "virbr", "br-", "cni", "podman", "lxcbr", "lxdbr"};
+  for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++)
+    if (strncmp(name, pre[i], strlen(pre[i])) == 0) return 1;
+  return 0;
+}
+
+/* 1 if one entry of the (non-excluding) list spec is exactly name. */
+static int collIfNamedExactly(const char* spec, const char* name) {
+  if (*spec == '^') return 0;
+  if (*spec == '=') spec++;
+  size_t len = strlen(name);
+  for (const char* p = spec; *p;) {
+    const char* end = strchr(p, ',');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n == len && strncmp(p, name, n) == 0) return 1;
+    p += n;
+    if (*p == ',') p++;
+  }
+  return 0;
+}
+
+int collSocketIfScore(const struct ifaddrs* ifa, const char* spec, int forceFam, const collSockAddr* routeSrc) {
+  if (!ifa->ifa_addr || !ifa->ifa_name || !(ifa->ifa_flags & IFF_UP)) return -1;
   int fam = ifa->ifa_addr->sa_family;
   if (fam != AF_INET && fam != AF_INET6) return -1;
   if (forceFam && fam != forceFam) return -1;
-  int loop = (ifa->ifa_flags & IFF_LOOPBACK) != 0;
-  if (spec) {
-    if (!collSocketIfMatch(spec, ifa->ifa_name)) return -1;
-    if (spec[0] != '^') loop = 0; /* explicitly asked for: no penalty */
-  } else if (strncmp(ifa->ifa_name, "docker", 6) == 0) {
-    return -1;
-  }
+  if (spec && *spec && !collSocketIfMatch(spec, ifa->ifa_name)) return -1;
+  int explicitly = spec && *spec && spec[0] != '^';
+  int onRoute = routeSrc && routeSrc->sa.sa_family && collSameIp(ifa->ifa_addr, &routeSrc->sa);
+  int exact = explicitly && collIfNamedExactly(spec, ifa->ifa_name);
+  int cls = 0;
+  if (!explicitly) cls = (ifa->ifa_flags & IFF_LOOPBACK) ? 2 : collIfBridge(ifa->ifa_name) ? 1 : 0;
   int ll = fam == AF_INET6 &&
            IN6_IS_ADDR_LINKLOCAL(&((const struct sockaddr_in6*)(const void*)ifa->ifa_addr)->sin6_addr);
-  return loop * 4 + (fam == AF_INET6 ? 2 : 0) + ll;
+  return (!onRoute) << 6 | (explicitly && !exact) << 5 | cls << 3 | !(ifa->ifa_flags & IFF_RUNNING) << 2 |
+         (fam == AF_INET6) << 1 | ll;
 }
 
-/* Picks the interface address per COLL_SOCKET_IFNAME / COLL_SOCKET_FAMILY. */
+const struct ifaddrs* collSocketPickInterface(const struct ifaddrs* list, const char* spec, int forceFam,
+                                              const collSockAddr* routeSrc) {
+  const struct ifaddrs* best = NULL;
+  int bestScore = 1 << 20;
+  for (const struct ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
+    int sc = collSocketIfScore(ifa, spec, forceFam, routeSrc);
+    if (sc >= 0 && sc < bestScore) {
+      best = ifa;
+      bestScore = sc;
+    }
+  }
+  return best;
+}
+
+/* "lo (up, 127.0.0.1, ::1), eth0 (up, no carrier, 10.0.0.2), docker0 (down)"
+ * into buf: every interface once, in getifaddrs order. */
+static void collListInterfaces(const struct ifaddrs* list, char* buf, size_t len) {
+  size_t off = 0;
+  buf[0] = 0;
+  for (const struct ifaddrs* a = list; a && off + 8 < len; a = a->ifa_next) {
+    if (!a->ifa_name) continue;
+    const struct ifaddrs* b = list;
+    while (b != a && (!b->ifa_name || strcmp(b->ifa_name, a->ifa_name) != 0)) b = b->ifa_next;
+    if (b != a) continue; /* listed with its first entry */
+    off += (size_t)snprintf(buf + off, len - off, "%s%s (%s%s", off ? ", " : "", a->ifa_name,
+                            (a->ifa_flags & IFF_UP) ? "up" : "down",
+                            (a->ifa_flags & IFF_UP) && !(a->ifa_flags & IFF_RUNNING) ? ", no carrier" : "");
+    int addrs = 0;
+    for (b = a; b && off + 8 < len; b = b->ifa_next) {
+      if (!b->ifa_name || strcmp(b->ifa_name, a->ifa_name) != 0 || !b->ifa_addr) continue;
+      int fam = b->ifa_addr->sa_family;
+      if (fam != AF_INET && fam != AF_INET6) continue;
+      char host[INET6_ADDRSTRLEN] = "?";
+      inet_ntop(fam, fam == AF_INET ? (const void*)&((const struct sockaddr_in*)(const void*)b->ifa_addr)->sin_addr
+                                    : (const void*)&((const struct sockaddr_in6*)(const void*)b->ifa_addr)->sin6_addr,
+                host, sizeof host);
+      off += (size_t)snprintf(buf + off, len - off, ", %s", host);
+      addrs++;
+    }
+    if (!addrs && off + 8 < len) off += (size_t)snprintf(buf + off, len - off, ", no IP address");
+    if (off + 2 < len) off += (size_t)snprintf(buf + off, len - off, ")");
+  }
+  if (off + 8 >= len && len > 4) snprintf(buf + len - 5, 5, "...");
+  if (!buf[0]) snprintf(buf, len, "none");
+}
+
+static const char* collIpStr(const struct sockaddr* sa, char* buf, size_t len) {
+  collSockAddr a;
+  memset(&a, 0, sizeof a);
+  memcpy(&a, sa, sa->sa_family == AF_INET ? sizeof a.sin : sizeof a.sin6);
+  if (a.sa.sa_family == AF_INET) a.sin.sin_port = 0;
+  else a.sin6.sin6_port = 0;
+  collSockAddrStr(&a, buf, len);
+  char* colon = strrchr(buf, ':'); /* drop the ":0" */
+  if (colon) *colon = 0;
+  if (buf[0] == '[') {
+    memmove(buf, buf + 1, strlen(buf));
+    char* close = strchr(buf, ']');
+    if (close) *close = 0;
+  }
+  return buf;
+}
+
+/* Picks the interface address per COLL_SOCKET_IFNAME / COLL_SOCKET_FAMILY
+ * and the root hint (see the comment block above). */
 collResult_t collSocketFindInterface(collSockAddr* addr, char* ifname, size_t ifnameLen) {
   if (!addr) return collSetError(collInvalidArgument, "collSocketFindInterface: addr is NULL");
   const char* spec = collParamStr(COLL_SPARAM_SOCKET_IFNAME);
+  if (spec && !*spec) spec = NULL;
   const char* famStr = collParamStr(COLL_SPARAM_SOCKET_FAMILY);
-  int forceFam = 0;
-  if (famStr) {
-    if (strcasecmp(famStr, "AF_INET") == 0 || strcmp(famStr, "4") == 0) forceFam = AF_INET;
-    else if (strcasecmp(famStr, "AF_INET6") == 0 || strcmp(famStr, "6") == 0) forceFam = AF_INET6;
-    else
-      return collSetError(collInvalidArgument,
-                          "COLL_SOCKET_FAMILY=%s: expected AF_INET or AF_INET6", famStr);
+  int forceFam;
+  collResult_t r = collSocketFamily(&forceFam);
+  if (r != collSuccess) return r;
+  collSockAddr hint, route;
+  pthread_mutex_lock(&collRootHintMu);
+  hint = collRootHint;
+  pthread_mutex_unlock(&collRootHintMu);
+  char hs[80] = "", rs[80] = "";
+  int haveRoute = 0, hintLoop = 0;
+  if (hint.sa.sa_family && (!forceFam || forceFam == hint.sa.sa_family) && collRouteSource(&hint, &route) == 0) {
+    hintLoop = collIsLoopback(&route.sa); /* says nothing about other hosts */
+    haveRoute = !hintLoop;
+    collIpStr(&hint.sa, hs, sizeof hs);
+    collIpStr(&route.sa, rs, sizeof rs);
   }
   struct ifaddrs* list = NULL;
   if (getifaddrs(&list) != 0)
     return collSetError(collSystemError, "getifaddrs failed: %s", strerror(errno));
-  const struct ifaddrs* best = NULL;
-  int bestRank = 1 << 20;
-  for (const struct ifaddrs* ifa = list; ifa; ifa = ifa->ifa_next) {
-    int r = collIfRank(ifa, spec, forceFam);
-    if (r >= 0 && r < bestRank) { best = ifa; bestRank = r; }
-  }
+  const struct ifaddrs* best = collSocketPickInterface(list, spec, forceFam, haveRoute ? &route : NULL);
   if (!best) {
+    char all[640];
+    collListInterfaces(list, all, sizeof all);
     freeifaddrs(list);
-    return collSetError(collSystemError,
-                        "no usable network interface (COLL_SOCKET_IFNAME=%s, COLL_SOCKET_FAMILY=%s)",
-                        spec ? spec : "<unset>", famStr ? famStr : "<unset>");
+    if (spec || forceFam)
+      return collSetError(collInvalidArgument,
+                          "COLL_SOCKET_IFNAME=%s COLL_SOCKET_FAMILY=%s: no interface that is up and has an address "
+                          "matches; interfaces here: %s. Set COLL_SOCKET_IFNAME to one of them (a prefix list; "
+                          "=NAME exact; ^ excludes) or unset it",
+                          spec ? spec : "<unset>", famStr && *famStr ? famStr : "<unset>", all);
+    return collSetError(collInvalidUsage,
+                        "no network interface is up with an IPv4 or IPv6 address; interfaces here: %s. "
+                        "Bring one up (at least lo: ip link set lo up)",
+                        all);
   }
   memset(addr, 0, sizeof *addr);
   if (best->ifa_addr->sa_family == AF_INET) {
@@ -155,8 +327,28 @@ collResult_t collSocketFindInterface(collSockAddr* addr, char* ifname, size_t if
   }
   if (ifname && ifnameLen) snprintf(ifname, ifnameLen, "%s", best->ifa_name);
   char s[80];
-  COLL_INFO(COLL_SUB_NET, "using interface %s address %s", best->ifa_name,
-            collSockAddrStr(addr, s, sizeof s));
+  collIpStr(best->ifa_addr, s, sizeof s);
+  int onRoute = haveRoute && collSameIp(best->ifa_addr, &route.sa);
+  int suspicious = (best->ifa_flags & IFF_LOOPBACK) || collIfBridge(best->ifa_name);
+  if (haveRoute && !onRoute && suspicious && !__atomic_exchange_n(&collIfWarned, 1, __ATOMIC_RELAXED)) {
+    const struct ifaddrs* via = list;
+    while (via && !(via->ifa_addr && collSameIp(via->ifa_addr, &route.sa))) via = via->ifa_next;
+    COLL_WARN(COLL_SUB_NET,
+              "using interface %s address %s (COLL_SOCKET_IFNAME=%s), but this host reaches the rendezvous %s "
+              "through %s (%s): ranks on other hosts may not reach %s (a %s address); if init times out, set "
+              "COLL_SOCKET_IFNAME to the interface that connects the hosts",
+              best->ifa_name, s, spec ? spec : "<unset>", hs, via ? via->ifa_name : "another interface", rs, s,
+              (best->ifa_flags & IFF_LOOPBACK) ? "loopback" : "container or VM bridge");
+  }
+  char why[200];
+  size_t wl = 0;
+  why[0] = 0;
+  if (spec) wl += (size_t)snprintf(why + wl, sizeof why - wl, "COLL_SOCKET_IFNAME=%s; ", spec);
+  if (onRoute && wl < sizeof why) wl += (size_t)snprintf(why + wl, sizeof why - wl, "it reaches the rendezvous %s", hs);
+  else if (wl < sizeof why)
+    wl += (size_t)snprintf(why + wl, sizeof why - wl, "%s", spec ? "first match" : "first usable interface");
+  if (hintLoop && wl < sizeof why) snprintf(why + wl, sizeof why - wl, "; the rendezvous is on loopback here: %s", hs);
+  COLL_INFO(COLL_SUB_NET, "using interface %s address %s (%s)", best->ifa_name, s, why);
   freeifaddrs(list);
   return collSuccess;
 }
@@ -171,21 +363,22 @@ collResult_t collSocketParseAddr(const char* hostport, collSockAddr* out) {
   if (hostport[0] == '[') {
     const char* close = strchr(hostport, ']');
     if (!close || close[1] != ':')
-      return collSetError(collInvalidArgument, "address '%s': expected [v6addr]:port", hostport);
+      return collSetError(collInvalidArgument, "address '%s' is not [v6addr]:port", hostport);
     size_t n = (size_t)(close - hostport - 1);
     if (n == 0 || n >= sizeof host)
-      return collSetError(collInvalidArgument, "address '%s': bad host part", hostport);
+      return collSetError(collInvalidArgument, "address '%s': bad host part (empty or longer than %zu)", hostport,
+                          sizeof host - 1);
     memcpy(host, hostport + 1, n);
     host[n] = 0;
     portStr = close + 2;
   } else {
     const char* colon = strrchr(hostport, ':');
     if (!colon || strchr(hostport, ':') != colon)
-      return collSetError(collInvalidArgument,
-                          "address '%s': expected host:port (write IPv6 as [addr]:port)", hostport);
+      return collSetError(collInvalidArgument, "address '%s' is not host:port (write IPv6 as [addr]:port)", hostport);
     size_t n = (size_t)(colon - hostport);
     if (n == 0 || n >= sizeof host)
-      return collSetError(collInvalidArgument, "address '%s': bad host part", hostport);
+      return collSetError(collInvalidArgument, "address '%s': bad host part (empty or longer than %zu)", hostport,
+                          sizeof host - 1);
     memcpy(host, hostport, n);
     host[n] = 0;
     portStr = colon + 1;
@@ -194,17 +387,28 @@ collResult_t collSocketParseAddr(const char* hostport, collSockAddr* out) {
   errno = 0;
   long port = strtol(portStr, &end, 10);
   if (!*portStr || *end || errno || port < 0 || port > 65535)
-    return collSetError(collInvalidArgument, "address '%s': bad port '%s'", hostport, portStr);
-  const char* famStr = collParamStr(COLL_SPARAM_SOCKET_FAMILY);
-  int want = (famStr && strcasecmp(famStr, "AF_INET6") == 0) ? AF_INET6 : AF_INET;
+    return collSetError(collInvalidArgument, "address '%s': bad port '%s' (expected 0..65535)", hostport, portStr);
+  int want;
+  collResult_t fr = collSocketFamily(&want);
+  if (fr != collSuccess) return fr;
+  if (!want) want = AF_INET;
   struct addrinfo hints, *res = NULL;
   memset(&hints, 0, sizeof hints);
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   int rc = getaddrinfo(host, NULL, &hints, &res);
-  if (rc != 0)
-    return collSetError(collSystemError, "address '%s': cannot resolve '%s': %s", hostport, host,
-                        rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
+  if (rc != 0) {
+    const char* why = rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc);
+    if (rc == EAI_AGAIN || rc == EAI_SYSTEM || rc == EAI_MEMORY)
+      return collSetError(collSystemError,
+                          "address '%s': cannot resolve host '%s' now (%s): the name service (DNS) did not answer; "
+                          "retry, or give an IP address",
+                          hostport, host, why);
+    return collSetError(collInvalidArgument,
+                        "address '%s': host '%s' does not resolve (%s); check the name (/etc/hosts, DNS) or give "
+                        "an IP address",
+                        hostport, host, why);
+  }
   const struct addrinfo* pick = NULL;
   for (const struct addrinfo* ai = res; ai; ai = ai->ai_next) {
     if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6) continue;
@@ -212,8 +416,7 @@ collResult_t collSocketParseAddr(const char* hostport, collSockAddr* out) {
   }
   if (!pick) {
     freeaddrinfo(res);
-    return collSetError(collSystemError, "address '%s': no IPv4/IPv6 address for '%s'", hostport,
-                        host);
+    return collSetError(collInvalidArgument, "address '%s': host '%s' has no IPv4 or IPv6 address", hostport, host);
   }
   memset(out, 0, sizeof *out);
   memcpy(out, pick->ai_addr, pick->ai_addrlen <= sizeof *out ? pick->ai_addrlen : sizeof *out);
@@ -276,13 +479,31 @@ static void collSetNoDelay(int fd) {
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 }
 
-/* Connects to addr, retrying ECONNREFUSED/ETIMEDOUT/EAGAIN (and resets while
+/* A connect to a local port nobody listens on can pick that same port as its
+ * own ephemeral source port and then "succeed" by TCP simultaneous open onto
+ * itself; the socket then blocks the real listener's bind (EADDRINUSE) and
+ * reads back its own bytes. Seen with 64 ranks retrying the root's port. */
+static int collSocketIsSelfConnected(int fd) {
+  struct sockaddr_storage a, b;
+  socklen_t la = sizeof a, lb = sizeof b;
+  if (getsockname(fd, (struct sockaddr*)&a, &la) != 0 || getpeername(fd, (struct sockaddr*)&b, &lb) != 0)
+    return 0;
+  return la == lb && memcmp(&a, &b, la) == 0;
+}
+
+/* Connects to addr, retrying ECONNREFUSED/ETIMEDOUT/EAGAIN/EADDRNOTAVAIL (and resets while
  * the listener starts) with a 10..200 ms backoff until the deadline, which
  * gives collTimeout. With deadline 0 the retries last COLL_CONNECT_TIMEOUT_MS
  * and then give collSystemError. Other errors: collSystemError at once. */
 collResult_t collSocketConnect(const collSockAddr* addr, int* fd, double deadline,
                                volatile int* abortFlag) {
+  return collSocketConnectErr(addr, fd, deadline, abortFlag, NULL);
+}
+
+collResult_t collSocketConnectErr(const collSockAddr* addr, int* fd, double deadline, volatile int* abortFlag,
+                                  int* lastErrno) {
   char s[80];
+  if (lastErrno) *lastErrno = 0;
   if (!addr || !fd) return collSetError(collInvalidArgument, "collSocketConnect: NULL argument");
   collSockAddrStr(addr, s, sizeof s);
   double retryEnd = deadline > 0 ? deadline
@@ -310,13 +531,18 @@ collResult_t collSocketConnect(const collSockAddr* addr, int* fd, double deadlin
         }
       }
     }
+    if (err == 0 && collSocketIsSelfConnected(f)) err = ECONNREFUSED; /* see collSocketIsSelfConnected */
     if (err == 0) {
       collSetNoDelay(f);
       *fd = f;
       return collSuccess;
     }
     close(f);
-    int retry = err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN || err == ECONNRESET;
+    if (lastErrno) *lastErrno = err;
+    /* EADDRNOTAVAIL: no free ephemeral source port right now (a busy host,
+     * or sockets in TIME_WAIT); transient like a refused connection. */
+    int retry = err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN || err == ECONNRESET ||
+                err == EADDRNOTAVAIL;
     if (!retry)
       return collSetError(collSystemError, "connect to %s failed: %s", s, strerror(err));
     double left = retryEnd - collTimeNow();

@@ -89,8 +89,8 @@ void collTopoPinProgressThread(collComm_t comm) {
     if (rc == 0)
       COLL_INFO(COLL_SUB_INIT, "rank %d: progress thread pinned to CPU %lld (COLL_PROGRESS_CPU)", rank, (long long)cpu);
     else
-      COLL_INFO(COLL_SUB_INIT, "rank %d: cannot pin the progress thread to CPU %lld (COLL_PROGRESS_CPU): %s", rank,
-                (long long)cpu, strerror(rc));
+      COLL_WARN_ONCE(COLL_SUB_INIT, "rank %d: cannot pin the progress thread to CPU %lld (COLL_PROGRESS_CPU): %s; it "
+                     "runs unpinned", rank, (long long)cpu, strerror(rc));
     return;
   }
   const struct collTopo* t = comm ? comm->topo : NULL;

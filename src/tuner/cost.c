@@ -165,8 +165,8 @@ static void nodeLinkBound(const collTuneLayout* l, const simRank* rk, collSliceC
   if (busiest > out->makespanUs) out->makespanUs = busiest;
 }
 
-collSliceCost collCostSlice(const collTuneModel* m, const collTuneLayout* l, collSchedBuildFn build, collFunc fn,
-                            size_t count, size_t esize) {
+static collSliceCost collCostSliceExact(const collTuneModel* m, const collTuneLayout* l, collSchedBuildFn build,
+                                        collFunc fn, size_t count, size_t esize) {
   collSliceCost out = {0, 0, 0, 0};
   int n = l->nranks;
   simCtx c = {m, l, calloc((size_t)n, sizeof(simRank)), esize, n};
@@ -224,4 +224,93 @@ double collCostCall(const collSliceCost* c, size_t nslices, int channels) {
   double pipelined = (c->bwUs + c->latUs) / (channels > 0 ? channels : 1);
   double period = c->bwUs > pipelined ? c->bwUs : pipelined;
   return c->makespanUs + (double)(nslices - 1) * period;
+}
+
+/* ---- large communicators: a proxy of at most COLL_COST_PROXY_RANKS ranks ----
+ * Simulating every rank holds every rank's schedule at once: a ring or a
+ * one-shot algorithm has O(n) steps per rank, so O(n^2) steps in all (512
+ * ranks: 30 MB per rank, and every rank prices the same candidates), and
+ * indexes them by peer (n^2 ints). When the steps of all ranks would pass
+ * COLL_COST_MAX_SIM_STEPS, or there are more than COLL_COST_MAX_EXACT_RANKS
+ * ranks, the slice is
+ * simulated on a proxy of COLL_COST_PROXY_RANKS ranks with the same number
+ * of nodes (up to 32, ranks spread evenly, blocked or round-robin as the
+ * real layout is) and the same bytes per step, and its latency part is
+ * scaled by rank 0's phase count at the real size over the proxy's, its
+ * bandwidth part by rank 0's bytes moved (rank 0's own schedule at the real
+ * size is built alone: O(n)). An estimate, the same on every rank. */
+#define COLL_COST_MAX_SIM_STEPS (1 << 15)
+#define COLL_COST_PROXY_RANKS 64
+#define COLL_COST_MAX_EXACT_RANKS 256
+#define COLL_COST_PROXY_NODES 32
+
+/* Phases and bytes sent + received by rank r's schedule. 0 if it fails. */
+static int collCostRankStats(collSchedBuildFn build, const collSchedArgs* a, size_t esize, int* steps, int* phases,
+                             double* bytes) {
+  collSched s;
+  memset(&s, 0, sizeof s);
+  if (build(a, &s) != collSuccess) {
+    collSchedFree(&s);
+    return 0;
+  }
+  double b = 0;
+  for (int i = 0; i < s.nsteps; i++) {
+    const collStep* st = &s.steps[i];
+    if (st->kind == COLL_STEP_SEND) b += (double)st->src.count * (double)esize;
+    else if (st->kind == COLL_STEP_RECV || st->kind == COLL_STEP_RECV_REDUCE) b += (double)st->dst.count * (double)esize;
+  }
+  *steps = s.nsteps;
+  *phases = s.nphases;
+  *bytes = b;
+  collSchedFree(&s);
+  return 1;
+}
+
+collSliceCost collCostSlice(const collTuneModel* m, const collTuneLayout* l, collSchedBuildFn build, collFunc fn,
+                            size_t count, size_t esize) {
+  collSliceCost none = {0, 0, 0, 0};
+  int n = l->nranks;
+  collSchedArgs a0 = {fn, n, 0, 0, count, 0, l->rankNode, l->nnodes};
+  int steps0, phases0;
+  double bytes0;
+  if (n <= COLL_COST_PROXY_RANKS) return collCostSliceExact(m, l, build, fn, count, esize);
+  if (!collCostRankStats(build, &a0, esize, &steps0, &phases0, &bytes0)) return none;
+  /* the exact simulation also indexes each rank's steps by peer: n^2 ints */
+  if (n <= COLL_COST_MAX_EXACT_RANKS && (double)steps0 * n <= COLL_COST_MAX_SIM_STEPS)
+    return collCostSliceExact(m, l, build, fn, count, esize);
+  /* the proxy layout */
+  int pn = l->rankNode && l->nnodes > 1 ? (l->nnodes < COLL_COST_PROXY_NODES ? l->nnodes : COLL_COST_PROXY_NODES) : 1;
+  int ppn = COLL_COST_PROXY_RANKS / pn;
+  int maxPerNode = (n + l->nnodes - 1) / (l->nnodes > 0 ? l->nnodes : 1);
+  if (ppn > maxPerNode) ppn = maxPerNode;
+  if (ppn < 1) ppn = 1;
+  int pr = pn * ppn;
+  int* pnode = pn > 1 ? malloc(sizeof(int) * (size_t)pr) : NULL;
+  if (pn > 1 && !pnode) return none;
+  int changes = 0;
+  for (int r = 0; pn > 1 && r + 1 < n; r++) changes += l->rankNode[r] != l->rankNode[r + 1];
+  int roundRobin = pn > 1 && changes * 2 > n;
+  for (int r = 0; pnode && r < pr; r++) pnode[r] = roundRobin ? r % pn : r / ppn;
+  collTuneLayout pl = *l;
+  pl.nranks = pr;
+  pl.rankNode = pnode;
+  pl.nnodes = pn;
+  /* the same bytes per step: an all-reduce slice is cut into one block per rank */
+  size_t pcount = fn == COLL_FN_ALLREDUCE ? (size_t)((double)count * pr / n) : count;
+  if (fn == COLL_FN_ALLREDUCE && count > 0 && pcount == 0) pcount = 1;
+  collSliceCost c = collCostSliceExact(m, &pl, build, fn, pcount, esize);
+  collSchedArgs ap = {fn, pr, 0, 0, pcount, 0, pnode, pn};
+  int stepsP, phasesP;
+  double bytesP;
+  if (c.ok && collCostRankStats(build, &ap, esize, &stepsP, &phasesP, &bytesP)) {
+    double lf = phasesP > 0 ? (double)phases0 / phasesP : 1.0, bf = bytesP > 0 ? bytes0 / bytesP : 1.0;
+    double lat = c.latUs * lf, bw = c.bwUs * bf, old = c.latUs + c.bwUs;
+    c.makespanUs = old > 0 ? c.makespanUs * (lat + bw) / old : c.makespanUs * lf;
+    c.latUs = lat;
+    c.bwUs = bw;
+  } else {
+    c = none;
+  }
+  free(pnode);
+  return c;
 }

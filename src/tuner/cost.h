@@ -95,7 +95,9 @@ typedef struct {
 } collSliceCost;
 
 /* Simulates one slice of `count` elements per block (as the builder sees
- * it) of esize-byte elements with builder `build`. */
+ * it) of esize-byte elements with builder `build`. Exact up to 64 ranks,
+ * and up to 256 while all ranks' schedules hold at most 32768 steps; beyond,
+ * a 64-rank proxy scaled to the real size (cost.c): memory stays O(nranks). */
 collSliceCost collCostSlice(const collTuneModel* m, const collTuneLayout* l, collSchedBuildFn build, collFunc fn,
                             size_t count, size_t esize);
 

@@ -10,9 +10,10 @@ typedef struct {
   void* context;
 } collTunerPlugin;
 
-/* Loads COLL_TUNER_PLUGIN when set and calls its init. Never fails: a
- * plugin that cannot be used is reported at WARN and p->ops stays NULL. */
-void collTunerPluginLoad(collTunerPlugin* p, int nranks, int nnodes);
+/* Loads COLL_TUNER_PLUGIN when set and calls its init. collInvalidArgument
+ * (message: path, reason, what to do) when it cannot be loaded, lacks the
+ * complete table or its init fails; then p->ops stays NULL. */
+collResult_t collTunerPluginLoad(collTunerPlugin* p, int nranks, int nnodes);
 void collTunerPluginUnload(collTunerPlugin* p);
 
 #endif

@@ -1,13 +1,11 @@
 /* tuner.c - per-call choice of algorithm, chunk size and channel count
- * (tuner.h), COLL_ALGO parsing (NCCL_ALGO-like syntax) and the TUNE log. */
+ * (tuner.h), restricted by COLL_ALGO (algo_env.c), and the TUNE log. */
 #include "tuner/tuner.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "algorithms/algorithms.h"
 #include "core/comm.h"
@@ -32,10 +30,8 @@ typedef struct {
   int valid;
   int mailboxLogged;
   collTuneChoice c;
-  const char* forcedName; /* last COLL_ALGO name seen here, and its row */
-  const collAlgo* forcedAlgo;
-  size_t forcedChunk; /* the forced row's own cheapest chunk and channel count */
-  int forcedNch;
+  const char* forcedName; /* last COLL_ALGO list seen here, and the choice within it */
+  collTuneChoice forced;
 } tuneEntry;
 
 struct collTunerState {
@@ -47,60 +43,8 @@ struct collTunerState {
   tuneEntry cache[TUNE_COLLS][TUNE_ESIZES][TUNE_BUCKETS];
 };
 
-/* ---- COLL_ALGO ---------------------------------------------------------- */
-static char collForced[COLL_FN_COUNT][32];
-static pthread_once_t collTunerOnce = PTHREAD_ONCE_INIT;
 static const char* collFnKeys[COLL_FN_COUNT] = {"allreduce", "allgather", "reducescatter", "broadcast",
                                                 "reduce",    "send",      "recv"};
-
-/* A token that names no algorithm or no collective: every collective is
- * forced to it, so each call fails with "no algorithm <token> for <coll>"
- * instead of a typo silently changing nothing. */
-static void collTunerPoison(const char* tok, const char* why) {
-  COLL_WARN(COLL_SUB_TUNE, "COLL_ALGO: %s \"%s\"; every collective call fails until it is fixed", why, tok);
-  for (int f = 0; f < COLL_FN_COUNT; f++) snprintf(collForced[f], sizeof collForced[f], "%s", tok);
-}
-
-static void collTunerLoad(void) {
-  const char* env = collParamStr(COLL_SPARAM_ALGO);
-  if (!env || !*env) return;
-  char buf[512];
-  snprintf(buf, sizeof buf, "%s", env);
-  char* save = NULL;
-  for (char* tok = strtok_r(buf, ";", &save); tok; tok = strtok_r(NULL, ";", &save)) {
-    char* colon = strchr(tok, ':');
-    if (!colon) { /* one name for every collective that algorithm builds */
-      int used = 0;
-      for (int f = 0; f < COLL_FN_COUNT; f++)
-        if (collAlgoFind((collFunc)f, tok)) {
-          snprintf(collForced[f], sizeof collForced[f], "%s", tok);
-          used = 1;
-        }
-      if (!used) {
-        collTunerPoison(tok, "no collective has an algorithm");
-        return;
-      }
-      continue;
-    }
-    *colon = 0;
-    int matched = 0;
-    for (int f = 0; f < COLL_FN_COUNT; f++)
-      if (strcasecmp(tok, collFnKeys[f]) == 0) {
-        snprintf(collForced[f], sizeof collForced[f], "%s", colon + 1);
-        matched = 1;
-      }
-    if (!matched) {
-      *colon = ':';
-      collTunerPoison(tok, "unknown collective in");
-      return;
-    }
-  }
-}
-
-const char* collAlgoOverride(collFunc fn) {
-  pthread_once(&collTunerOnce, collTunerLoad);
-  return collForced[fn][0] ? collForced[fn] : NULL;
-}
 
 /* ---- cost of candidates --------------------------------------------------- */
 typedef struct {
@@ -148,11 +92,19 @@ static void priceAlgo(collComm_t comm, const collAlgo* a, collFunc fn, size_t co
   }
 }
 
-static void priceAll(collComm_t comm, collFunc fn, size_t count, size_t esize, tuneTable* tt) {
+/* Prices the rows that build fn: every useful one (allowed == 0), or those
+ * in allowed (COLL_ALGO), the useful ones if there are any. */
+static void priceAll(collComm_t comm, collFunc fn, size_t count, size_t esize, uint64_t allowed, tuneTable* tt) {
   memset(tt, 0, sizeof *tt);
   tt->best = -1;
+  int anyUseful = !allowed;
+  for (int i = 0; allowed && collAlgoTable[i].name && i < 64; i++)
+    if ((allowed >> i & 1) && algoUseful(&collAlgoTable[i], &comm->tuner->layout)) anyUseful = 1;
   for (const collAlgo* a = collAlgoTable; a->name && tt->n < COLL_TUNER_MAX_CANDIDATES; a++) {
-    if (!(a->funcMask & (1u << (unsigned)fn)) || !algoUseful(a, &comm->tuner->layout)) continue;
+    int row = (int)(a - collAlgoTable);
+    if (!(a->funcMask & (1u << (unsigned)fn)) || (allowed && (row >= 64 || !(allowed >> row & 1))) ||
+        (anyUseful && !algoUseful(a, &comm->tuner->layout)))
+      continue;
     int i = tt->n++;
     tt->algo[i] = a;
     tt->name[i] = a->name;
@@ -212,9 +164,10 @@ static tuneEntry* cacheEntry(struct collTunerState* t, collFunc fn, size_t count
   return &t->cache[fn][s][bucketOf(count * esize)];
 }
 
-static void decide(collComm_t comm, collFunc fn, size_t count, size_t esize, collTuneChoice* c) {
+static void decide(collComm_t comm, collFunc fn, size_t count, size_t esize, uint64_t allowed, const char* spec,
+                   collTuneChoice* c) {
   tuneTable tt;
-  priceAll(comm, fn, count, esize, &tt);
+  priceAll(comm, fn, count, esize, allowed, &tt);
   c->algo = tt.best >= 0 ? tt.algo[tt.best] : NULL;
   c->predictedUs = tt.best >= 0 ? tt.us[tt.best] : 0;
   c->chunkBytes = tt.best >= 0 ? tt.chunk[tt.best] : comm->chunkBytes;
@@ -224,9 +177,10 @@ static void decide(collComm_t comm, collFunc fn, size_t count, size_t esize, col
     char buf[1024];
     formatTable(&tt, buf, sizeof buf);
     COLL_INFO(COLL_SUB_TUNE,
-              "tuner: %s %zu bytes (%zu x %zu B) nranks %d nnodes %d -> %s chunk %zu channels %d (predicted us: %s)",
+              "tuner: %s %zu bytes (%zu x %zu B) nranks %d nnodes %d -> %s chunk %zu channels %d (%s%s%spredicted us: "
+              "%s)",
               collFnKeys[fn], count * esize, count, esize, comm->nranks, comm->nnodes, c->algo ? c->algo->name : "?",
-              c->chunkBytes, c->nchannels, buf);
+              c->chunkBytes, c->nchannels, spec ? "COLL_ALGO allows " : "", spec ? spec : "", spec ? "; " : "", buf);
   }
 }
 
@@ -238,34 +192,35 @@ collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDat
   struct collTunerState* t = comm->tuner;
   tuneEntry* e = cacheEntry(t, fn, count, esize);
   if (!e->valid) {
-    decide(comm, fn, bucketCount(bucketOf(count * esize), esize), esize, &e->c);
+    decide(comm, fn, bucketCount(bucketOf(count * esize), esize), esize, 0, NULL, &e->c);
     e->valid = 1;
   }
   *out = e->c;
   if (forcedAlgo) {
-    if (forcedAlgo != e->forcedName) { /* COLL_ALGO names are static strings: look up once */
-      e->forcedAlgo = collAlgoFind(fn, forcedAlgo);
-      e->forcedName = e->forcedAlgo ? forcedAlgo : NULL;
-      if (e->forcedAlgo) {
+    if (forcedAlgo != e->forcedName) { /* COLL_ALGO lists are static strings: decide once */
+      uint64_t allowed;
+      collResult_t r = collAlgoSpecMask(fn, forcedAlgo, &allowed);
+      if (r != collSuccess) return r;
+      size_t bc = bucketCount(bucketOf(count * esize), esize);
+      if ((allowed & (allowed - 1)) == 0) { /* one algorithm: forced, useful here or not */
+        const collAlgo* a = &collAlgoTable[__builtin_ctzll(allowed)];
         double us;
-        size_t bc = bucketCount(bucketOf(count * esize), esize);
-        priceAlgo(comm, e->forcedAlgo, fn, bc, esize, &us, &e->forcedChunk, &e->forcedNch);
+        e->forced.algo = a;
+        priceAlgo(comm, a, fn, bc, esize, &us, &e->forced.chunkBytes, &e->forced.nchannels);
+        e->forced.predictedUs = us;
         COLL_INFO(COLL_SUB_TUNE,
                   "tuner: %s %zu bytes (%zu x %zu B) nranks %d nnodes %d -> %s chunk %zu channels %d (forced by "
                   "COLL_ALGO; predicted us %.1f)",
-                  collFnKeys[fn], bc * esize, bc, esize, comm->nranks, comm->nnodes, e->forcedAlgo->name,
-                  e->forcedChunk, e->forcedNch, us);
+                  collFnKeys[fn], bc * esize, bc, esize, comm->nranks, comm->nnodes, a->name, e->forced.chunkBytes,
+                  e->forced.nchannels, us);
+      } else {
+        decide(comm, fn, bc, esize, allowed, forcedAlgo, &e->forced);
       }
+      e->forcedName = forcedAlgo;
     }
-    out->algo = e->forcedAlgo;
-    if (out->algo && out->algo != e->c.algo) {
-      out->chunkBytes = e->forcedChunk;
-      out->nchannels = e->forcedNch;
-    }
+    if (e->forced.algo != e->c.algo) *out = e->forced;
   }
-  if (!out->algo)
-    return collSetError(collInvalidArgument, "no algorithm %s for %s (COLL_ALGO)", forcedAlgo ? forcedAlgo : "(default)",
-                        collFnKeys[fn]);
+  if (!out->algo) return collSetError(collInvalidArgument, "no algorithm builds %s", collFnKeys[fn]);
   if (collParamIsSet(COLL_PARAM_CHUNKSIZE)) out->chunkBytes = comm->chunkBytes;
   if (collParamIsSet(COLL_PARAM_NCHANNELS)) out->nchannels = comm->nchannels;
   return collSuccess;
@@ -282,13 +237,21 @@ void collTunerNoteMailbox(collComm_t comm, collFunc fn, size_t count, collDataTy
             collFnKeys[fn], count * esize, count, esize, comm->nranks, comm->nnodes);
 }
 
+double collTunerPeerGBps(collComm_t comm, int peer, double* latUs, int* calibrated) {
+  const struct collTunerState* t = comm->tuner;
+  int path = collCostPath(&t->layout, comm->rank, peer);
+  *latUs = t->model.latUs[path];
+  *calibrated = collParamInt(COLL_PARAM_TUNE_CALIBRATE) != 0 && comm->nranks > 1;
+  return t->model.bwGBs[path];
+}
+
 /* ---- init ------------------------------------------------------------------ */
 static void logLadder(collComm_t comm) {
   static const size_t esize = 4; /* float */
   for (int fn = 0; fn < TUNE_COLLS; fn++)
     for (size_t bytes = 8; bytes <= ((size_t)256 << 20); bytes *= 4) {
       collTuneChoice c;
-      decide(comm, (collFunc)fn, bytes / esize, esize, &c);
+      decide(comm, (collFunc)fn, bytes / esize, esize, 0, NULL, &c);
     }
 }
 
@@ -303,7 +266,7 @@ collResult_t collTunerInit(collComm_t comm) {
   t->layout.netLinks = collTuneNetLinks(comm);
   collResult_t r = collTuneModelInit(comm, &t->layout, &t->model);
   if (r != collSuccess) return r;
-  collTunerPluginLoad(&t->plugin, comm->nranks, comm->nnodes);
+  if ((r = collTunerPluginLoad(&t->plugin, comm->nranks, comm->nnodes)) != collSuccess) return r;
   const collTuneModel* m = &t->model;
   COLL_INFO(COLL_SUB_TUNE,
             "tuner model%s: shm %.1f us %.2f GB/s, tcp-local %.1f us %.2f GB/s, net %.1f us %.2f GB/s, reduce %.2f "

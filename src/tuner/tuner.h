@@ -1,8 +1,10 @@
 /* tuner.h - algorithm, chunk size and channel count per call.
  *
  * Order of authority, per (collective, byte count):
- *  1. COLL_ALGO forces the algorithm, COLL_CHUNKSIZE / COLL_NCHANNELS (when
- *     set in the environment) force the chunk size / channel count;
+ *  1. COLL_ALGO restricts the algorithms (one name forces it, even where the
+ *     tuner would not consider it, e.g. hier on one node), COLL_CHUNKSIZE /
+ *     COLL_NCHANNELS (when set in the environment) force the chunk size /
+ *     channel count;
  *  2. a tuner plugin (COLL_TUNER_PLUGIN, include/coll_tuner.h) may pick
  *     among the candidates, seeing the cost model's predictions;
  *  3. otherwise the cost model (cost.h) picks the fastest candidate.
@@ -15,6 +17,7 @@
 #include "algorithms/algorithms.h"
 #include "coll.h"
 #include "engine/sched.h"
+#include "tuner/algo_env.h" /* collAlgoOverride: COLL_ALGO */
 
 /* Candidates the tuner prices per call: at least the registry rows of any
  * one collective (test_tuner checks it), or rows past it are never chosen. */
@@ -27,26 +30,31 @@ typedef struct {
   double predictedUs;
 } collTuneChoice;
 
-/* Algorithm name forced for fn by COLL_ALGO ("ring", or per collective
- * "allreduce:ring;broadcast:chain"), or NULL. */
-const char* collAlgoOverride(collFunc fn);
-
 /* Sets up comm->tuner: the cost model's inputs (topology estimates, or
  * measured links with COLL_TUNE_CALIBRATE=1), made identical on every rank
- * through the bootstrap; loads COLL_TUNER_PLUGIN. Collective over the
+ * through the bootstrap; loads COLL_TUNER_PLUGIN (a plugin that cannot be
+ * loaded or initialized fails init: collInvalidArgument). Collective over the
  * communicator (called once from init on every rank). Logs the predicted
  * time of every algorithm for a size ladder at INFO (TUNE). */
 collResult_t collTunerInit(collComm_t comm);
 void collTunerFree(collComm_t comm);
 
-/* The choice for one call; forcedAlgo = the op's COLL_ALGO name or NULL.
- * collInvalidArgument when no algorithm builds fn or a forced name is
- * unknown. Not thread-safe across calls on one communicator (as the engine). */
+/* The choice for one call; forcedAlgo = the op's COLL_ALGO list for fn
+ * (collAlgoOverride: "ring", "tree,rhd", "^ring") or NULL. The pointer is
+ * the cache key: pass the same string for the same list. collInvalidArgument
+ * when no algorithm builds fn or the list does not fit fn (the message lists
+ * fn's algorithms). Not thread-safe across calls on one communicator (as the
+ * engine). */
 collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDataType_t dtype,
                              const char* forcedAlgo, collTuneChoice* out);
 /* The engine runs this call through the shared-memory mailbox instead of a
  * schedule (engine/mailbox.h): logged at INFO (TUNE) once per collective and
  * size bucket, in the form of a choice ("-> mailbox"). */
 void collTunerNoteMailbox(collComm_t comm, collFunc fn, size_t count, collDataType_t dtype);
+/* The cost model's point-to-point bandwidth (GB/s) between this rank and
+ * peer, and its latency (us); *calibrated = 1 when measured at init
+ * (COLL_TUNE_CALIBRATE=1), 0 when estimated from the topology. For the
+ * link-utilisation figures of the stats (src/obs). */
+double collTunerPeerGBps(collComm_t comm, int peer, double* latUs, int* calibrated);
 
 #endif

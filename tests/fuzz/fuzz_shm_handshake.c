@@ -27,7 +27,8 @@ typedef struct {
   uint64_t magic;
   int32_t pid;
   uint32_t nameLen;
-  char name[48];
+  char name[40];
+  uint64_t cmaThreshold;
 } fuzzShmHandle;
 
 static void* listenComm;

@@ -9,9 +9,10 @@ secs=${1:-30}
 dir=${2:-build-fuzz}
 cmake -S . -B "$dir" -DCMAKE_C_COMPILER=clang -DCOLL_FUZZ=ON -DCOLL_WERROR=ON \
   -DCOLL_BUILD_BENCHMARKS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$dir" -j "$(nproc)" --target fuzz_bootstrap fuzz_tcp_frames fuzz_shm_handshake
+cmake --build "$dir" -j "$(nproc)" --target fuzz_bootstrap fuzz_bootstrap_reply fuzz_tcp_frames fuzz_shm_handshake \
+  fuzz_ib_handshake
 export COLL_SOCKET_IFNAME=lo
-for t in bootstrap tcp_frames shm_handshake; do
+for t in bootstrap bootstrap_reply tcp_frames shm_handshake ib_handshake; do
   work=$(mktemp -d)
   cp -r "tests/fuzz/corpus/$t/." "$work/"
   echo "=== fuzz_$t for ${secs}s ==="
@@ -27,4 +28,4 @@ for t in bootstrap tcp_frames shm_handshake; do
   rm -f "$work.log"
   rm -rf "$work"
 done
-echo "fuzz: 3 passed, 0 failed"
+echo "fuzz: 5 passed, 0 failed"

@@ -15,7 +15,10 @@
  *            secret); the job still initializes and runs.
  *  many    : 64 communicators (collCommSplit) alive at once per process,
  *            used, destroyed in shuffled order; afterwards the process has
- *            the same fds and threads as before.
+ *            the same fds and threads as before, and this job's /dev/shm
+ *            entries (mapped or open here, or named after one of its
+ *            processes) are back to what they were: entries of other
+ *            processes on the machine do not count.
  *  check   : the same mismatch with COLL_CHECK=1 fails before any data moves
  *            with collInvalidUsage naming the differing rank on every rank.
  * Usage: test_faults killed|mismatch|check|garbage|many
@@ -207,12 +210,13 @@ static int garbagePrepare(collUniqueId* id, void* arg) {
   char junk[64];
   memset(junk, 0x5a, sizeof junk);
   collSocketSendAll(fds[0], junk, sizeof junk, now() + 5, NULL);
-  struct {
-    uint32_t magic, version;
-    uint64_t secret;
-    int32_t rank, nranks;
-    collSockAddr addr;
-  } hello = {COLL_BOOT_MAGIC, COLL_VERSION_CODE, bid.secret ^ 1, 0, 2, bid.root};
+  collBootHelloMsg hello; /* well formed, sealed with another job's key */
+  memset(&hello, 0, sizeof hello);
+  hello.rank = 0;
+  hello.nranks = 2;
+  hello.ringAddr = bid.root;
+  bid.key[0] ^= 1;
+  collBootSealHello(&hello, bid.key);
   collSocketSendAll(fds[1], &hello, sizeof hello, now() + 5, NULL);
   return 0;
 }
@@ -236,11 +240,53 @@ static int countDir(const char* path) {
   return n;
 }
 
+/* 1 when name ends in "-<pid>" (or has "-<pid>-" / "-<pid>."), as coll names
+ * its shared-memory segments after the process that creates them. */
+static int namedAfter(const char* name, int pid) {
+  char tag[32];
+  int n = snprintf(tag, sizeof tag, "-%d", pid);
+  for (const char* p = strstr(name, tag); p; p = strstr(p + 1, tag))
+    if (p[n] == 0 || p[n] == '-' || p[n] == '.') return 1;
+  return 0;
+}
+
+/* This job's use of /dev/shm: files there that this process maps or holds
+ * open, and entries named after one of the job's processes. */
+static int ownShm(const int* pids, int npids) {
+  int n = 0;
+  char line[4096];
+  FILE* f = fopen("/proc/self/maps", "r");
+  while (f && fgets(line, sizeof line, f)) n += strstr(line, " /dev/shm/") != NULL;
+  if (f) fclose(f);
+  DIR* d = opendir("/proc/self/fd");
+  for (struct dirent* e; d && (e = readdir(d));) {
+    char path[300], link[4096];
+    snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+    ssize_t k = readlink(path, link, sizeof link - 1);
+    if (k > 0 && (link[k] = 0, strncmp(link, "/dev/shm/", 9) == 0)) n++;
+  }
+  if (d) closedir(d);
+  d = opendir("/dev/shm");
+  for (struct dirent* e; d && (e = readdir(d));)
+    for (int i = 0; i < npids; i++)
+      if (namedAfter(e->d_name, pids[i])) {
+        n++;
+        break;
+      }
+  if (d) closedir(d);
+  return n;
+}
+
 #define NCOMMS 64
 static int manyBody(collComm_t comm, int rank, int nranks, void* arg) {
   (void)arg;
   int fails = 0;
-  int fd0 = countDir("/proc/self/fd"), th0 = countDir("/proc/self/task"), shm0 = countDir("/dev/shm");
+  int32_t me = (int32_t)getpid(), pids[64];
+  if (nranks > 64 || collAllGather(&me, pids, 1, collInt32, comm, NULL) != collSuccess) {
+    fprintf(stderr, "rank %d: cannot gather the job's pids: %s\n", rank, collGetLastError(comm));
+    return 1;
+  }
+  int fd0 = countDir("/proc/self/fd"), th0 = countDir("/proc/self/task"), shm0 = ownShm(pids, nranks);
   collComm_t c[NCOMMS];
   for (int i = 0; i < NCOMMS; i++) {
     if (collCommSplit(comm, 0, rank, &c[i], NULL) != collSuccess) {
@@ -261,10 +307,10 @@ static int manyBody(collComm_t comm, int rank, int nranks, void* arg) {
     int i = (k * 37) % NCOMMS;
     if (collCommDestroy(c[i]) != collSuccess) fails++;
   }
-  int fd1 = countDir("/proc/self/fd"), th1 = countDir("/proc/self/task"), shm1 = countDir("/dev/shm");
+  int fd1 = countDir("/proc/self/fd"), th1 = countDir("/proc/self/task"), shm1 = ownShm(pids, nranks);
   if (fd1 != fd0 || th1 != th0 || shm1 != shm0) {
-    fprintf(stderr, "rank %d: leaked: fds %d -> %d, threads %d -> %d, /dev/shm %d -> %d\n", rank, fd0, fd1, th0, th1,
-            shm0, shm1);
+    fprintf(stderr, "rank %d: leaked: fds %d -> %d, threads %d -> %d, this job's /dev/shm entries %d -> %d\n", rank,
+            fd0, fd1, th0, th1, shm0, shm1);
     fails++;
   }
   return fails;

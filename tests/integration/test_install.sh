@@ -24,7 +24,7 @@ nm -D --defined-only "$lib" | grep -q ' collAllReduce@' || { echo "FAIL: collAll
 ls "$libdir"/libcoll.a >/dev/null
 
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
-cc -std=c11 -Wall -Werror "$src/tests/integration/example_allreduce.c" -o "$tmp/ex_pc" \
+cc -std=c11 -Wall -Werror "$src/examples/allreduce_env.c" -o "$tmp/ex_pc" \
   $(pkg-config --cflags --libs coll) -Wl,-rpath,"$libdir"
 
 mkdir -p "$tmp/cm"
@@ -32,7 +32,7 @@ cat > "$tmp/cm/CMakeLists.txt" <<CM
 cmake_minimum_required(VERSION 3.18)
 project(consumer C)
 find_package(coll REQUIRED)
-add_executable(ex_cm "$src/tests/integration/example_allreduce.c")
+add_executable(ex_cm "$src/examples/allreduce_env.c")
 target_link_libraries(ex_cm coll::coll)
 CM
 cmake -S "$tmp/cm" -B "$tmp/cm/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" \

@@ -63,6 +63,14 @@ def _child(fn, rank, ws, backends, tmpdir, args, env, init=None, timeout=None):
         if backend == "coll":
             import torch_coll  # noqa: F401
         out = os.path.join(tmpdir, "result.%s.%d.pt" % (backend, rank))
+        if init is False:  # fn makes (and destroys) its groups itself
+            try:
+                torch.save({"ok": True, "result": fn(rank, ws, backend, *args)}, out)
+                continue
+            except BaseException:
+                torch.save({"ok": False, "error": traceback.format_exc()}, out)
+                sys.stdout.flush()
+                os._exit(1)
         try:
             method = init or ("file://" + os.path.join(tmpdir, "store." + backend))
             dist.init_process_group(backend, init_method=method, rank=rank, world_size=ws,
@@ -106,7 +114,8 @@ def run(fn, ws, backend, args=(), timeout=120, env=None, may_die=(), init=None):
 def run_multi(fn, ws, backends, args=(), timeout=120, env=None, may_die=(), init=None):
     """As run(), but each process runs fn under every backend in turn (one
     spawn for all of them); returns {backend: [per-rank results]}.  init: the
-    init_method (default: file:// in a fresh temporary directory)."""
+    init_method (default: file:// in a fresh temporary directory); False: no
+    group is made for fn, which creates and destroys its own."""
     import multiprocessing as mp
     import torch
     ctx = mp.get_context("spawn")

@@ -16,7 +16,7 @@
 #include "misc/log.h"
 
 static collSig sigOf(collFunc fn, collDataType_t t, collRedOp_t op, int root, size_t count, uint32_t seq, int wide) {
-  collOp o = {fn, NULL, NULL, count, t, op, root, 0, NULL};
+  collOp o = {.fn = fn, .count = count, .dtype = t, .op = op, .root = root};
   collSig s;
   collSigOf(&o, seq, wide, &s);
   return s;

@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -151,6 +153,43 @@ static void test_connect_refused_deadline(void** st) {
   assert_true(dt >= 0.29 && dt < 2.0);
   assert_int_equal(fd, -1);
   assert_non_null(strstr(collGetLastError(NULL), "Connection refused"));
+}
+
+/* A connect to a port nobody listens on, whose only ephemeral source port is
+ * that same port, "succeeds" by simultaneous open onto itself. Run in a child
+ * in its own network namespace (root only; skipped otherwise) whose
+ * ip_local_port_range is that one port: the connect must keep being refused
+ * until its deadline, not hand back a socket talking to itself. */
+static void test_connect_self_refused(void** st) {
+  (void)st;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    if (unshare(CLONE_NEWNET) != 0) _exit(77);
+    int s = socket(AF_INET, SOCK_DGRAM, 0);
+    struct ifreq ifr = {0};
+    snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+    if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) != 0) _exit(2);
+    ifr.ifr_flags |= IFF_UP;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0) _exit(2);
+    close(s);
+    FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "w");
+    if (!f || fprintf(f, "40000 40000\n") < 0 || fclose(f) != 0) _exit(77);
+    collSockAddr a;
+    int fd = -1;
+    if (collSocketParseAddr("127.0.0.1:40000", &a) != collSuccess) _exit(2);
+    collResult_t r = collSocketConnect(&a, &fd, collTimeNow() + 0.3, NULL);
+    if (r == collSuccess) _exit(3); /* connected to itself */
+    _exit(r == collTimeout && fd == -1 ? 0 : 4);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) {
+    print_message("skipped: needs root for a network namespace\n");
+    return;
+  }
+  assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 /* ---- transport --------------------------------------------------------- */
@@ -370,6 +409,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_find_interface_lo),
       cmocka_unit_test(test_socket_helpers),
       cmocka_unit_test(test_connect_refused_deadline),
+      cmocka_unit_test(test_connect_self_refused),
       cmocka_unit_test(test_properties_and_stubs),
       cmocka_unit_test(test_sizes),
       cmocka_unit_test(test_many_in_flight),

@@ -3,7 +3,7 @@
  * the per-call choice (identical on every rank, latency-bound sizes avoid the
  * ring on 8 ranks, COLL_ALGO-style forcing), and tuner plugins (the example
  * plugin in plugins/tuner_example.c overrides the choice; a broken plugin
- * path falls back to the cost model).
+ * path fails init).
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -252,12 +252,15 @@ static void test_plugin_overrides(void** state) {
   }
   freeComms(&cs);
   dlclose(dl);
-  /* a path that does not load: init still succeeds, the cost model decides */
+  /* a path that does not load fails init, naming the path and the knob */
   setenv("COLL_TUNER_PLUGIN", "/nonexistent/tuner.so", 1);
-  initComms(&cs, 2);
-  assert_int_equal(collTunerChoose(cs.comms[0], COLL_FN_ALLREDUCE, 3, collFloat, NULL, &c), collSuccess);
-  assert_non_null(c.algo);
-  freeComms(&cs);
+  collComm_t bad[2] = {NULL, NULL};
+  assert_int_equal(collCommInitAll(bad, 2, NULL), collInvalidArgument);
+  const char* msg = collGetLastError(NULL);
+  if (!strstr(msg, "COLL_TUNER_PLUGIN=/nonexistent/tuner.so cannot be loaded"))
+    fail_msg("unexpected message: %s", msg);
+  assert_null(bad[0]);
+  assert_null(bad[1]);
   unsetenv("COLL_TUNER_PLUGIN");
   unsetenv("COLL_EXAMPLE_TUNER_ALGO");
 }

@@ -141,6 +141,7 @@ void collShmGetStats(const void* comm, collShmStats* st) {
   st->cmaMsgs = c->cmaMsgs;
   st->cmaEnabled = c->cmaOn;
   st->peerPid = c->peerPid;
+  st->cmaThreshold = c->cmaThreshold;
 }
 
 /* The table (coll_net.h); listen/connect/accept/close live in shm_setup.c. */

@@ -9,13 +9,21 @@
 /* Operations table of the "shm" transport. Semantics beyond coll_net.h:
  *  - one device; both ends must run on the same kernel (and, for the listen
  *    socket, in the same network namespace);
- *  - connect never returns a NULL *sendComm with collSuccess; accept never
- *    blocks on the listen socket;
+ *  - connect returns collSuccess with *sendComm NULL while the receiver's
+ *    listen backlog is full (call again; nothing is kept meanwhile); accept
+ *    never blocks on the listen socket;
+ *  - a receiver at its open-file limit rejects a connection whose
+ *    descriptors the kernel dropped: its accept fails ("Too many open
+ *    files"), and the sender's comm fails with that reason once it is
+ *    blocked on it, or at closeSend (which then frees everything and returns
+ *    collRemoteError with the reason);
  *  - at most COLL_SHM_MAX_REQUESTS requests in flight per comm: beyond that
  *    isend/irecv return collSuccess with *request = NULL (retry later);
  *  - a send copied through the ring completes once it is in the ring (it
  *    waits only while the ring's 8 slots are full); a single-copy send
- *    (from COLL_SHM_CMA_THRESHOLD bytes, if on) completes when the receiver
+ *    (from the connection's agreed threshold, if on: both processes' own
+ *    decisions, COLL_SHM_CMA_THRESHOLD or measured, must be on, and the larger
+ *    threshold applies) completes when the receiver
  *    has read it from the sender's buffer (rendezvous);
  *  - getPollFd of a send/recv comm arms a wake-up: call it right before
  *    poll()ing the fd (POLLOUT for send, POLLIN for recv); test disarms;
@@ -32,11 +40,17 @@ extern const collNet_v2_t collNetShm;
 typedef struct {
   unsigned long long copyMsgs; /* messages moved through the ring */
   unsigned long long cmaMsgs;  /* messages moved by single copy (CMA) */
-  int cmaEnabled;              /* 0 once this connection fell back to copying */
+  int cmaEnabled;              /* 0 when single copy is off or this connection fell back to copying */
   int peerPid;                 /* the other process (as seen from this one) */
+  size_t cmaThreshold;         /* single copy from this size, as both ends agreed at connect (0: never) */
 } collShmStats;
 
 /* Fills *st for a send or recv comm of collNetShm. Not part of the table. */
 void collShmGetStats(const void* comm, collShmStats* st);
+
+/* Tests only: sets this process's own single-copy threshold (0: off) as if
+ * it had been measured (or given by COLL_SHM_CMA_THRESHOLD). Affects the
+ * connections made afterwards; not thread-safe against them. */
+void collShmCmaSetThreshold(size_t threshold);
 
 #endif

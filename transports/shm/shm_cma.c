@@ -13,6 +13,11 @@
  * both on 4 MiB (larger than most L2 caches; best of 3, a few milliseconds,
  * once per process) and turns single copy on (from 256 KiB) only when
  * process_vm_readv reaches 70% of memcpy's speed. 0 or a size overrides it.
+ *
+ * That decision is this process's own: two processes of a node measure
+ * separately and, near 70%, can decide differently. A connection therefore
+ * uses shmCmaAgree of both ends' thresholds (exchanged at connect,
+ * shm_setup.c), so its two ends always run the same protocol.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -100,4 +105,16 @@ size_t shmCmaThreshold(const char** why) {
   pthread_once(&shmCmaOnce, shmCmaDecide);
   if (why) *why = shmCmaWhy;
   return shmCmaTh;
+}
+
+size_t shmCmaAgree(size_t a, size_t b) {
+  if (a == 0 || b == 0) return 0;
+  return a > b ? a : b;
+}
+
+/* Tests (shm.h): replaces this process's decision, as a measurement would. */
+void collShmCmaSetThreshold(size_t threshold) {
+  pthread_once(&shmCmaOnce, shmCmaDecide);
+  shmCmaTh = threshold;
+  snprintf(shmCmaWhy, sizeof shmCmaWhy, "set by a test to %zu", threshold);
 }

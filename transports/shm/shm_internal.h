@@ -49,7 +49,8 @@ typedef struct {
   uint64_t magic, totalBytes, slotBytes, dataOff;
   uint32_t nslots;
   int32_t senderPid;
-  uint8_t pad0[24];
+  uint64_t cmaThreshold; /* single copy from this size as agreed at connect (0: never) */
+  uint8_t pad0[16];
   /* written by the sender */
   _Alignas(64) _Atomic uint64_t head;
   _Atomic uint32_t sendClosed;   /* SHM_OPEN / SHM_CLOSED / SHM_FAILED */
@@ -60,6 +61,15 @@ typedef struct {
   _Atomic uint32_t recvSleeping; /* receiver may sleep on dataFd */
   _Alignas(64) shmSlot slots[COLL_SHM_NSLOTS];
 } shmHdr;
+
+/* What a receiver that could not take a connection writes back on its
+ * socket before closing it (shm_setup.c). */
+#define SHM_NAK_MAGIC 0x636f6c6c53484d4eULL /* "collSHMN" */
+typedef struct {
+  uint64_t magic;
+  int32_t err; /* errno: EMFILE, ENFILE... */
+  int32_t pid; /* the receiver */
+} shmNak;
 
 enum { SHM_REQ_FREE = 0, SHM_REQ_ACTIVE, SHM_REQ_DONE };
 enum { SHM_PH_NEW = 0, SHM_PH_COPY, SHM_PH_CMA, SHM_PH_CMA_WAIT, SHM_PH_DONE };
@@ -96,7 +106,7 @@ typedef struct shmComm {
   int armed;        /* our sleeping flag is set in the header */
   int stale;        /* our eventfd may hold an old wake-up: reset it before sleeping */
   int cmaOn;        /* sender: may send descriptors; receiver: reads them (else NACK) */
-  size_t cmaThreshold; /* sender: CMA from this size; 0: never */
+  size_t cmaThreshold; /* both ends: CMA from this size as agreed at connect; 0: never */
   double lastCheck; /* last peer-alive check of the socket (collTimeNow) */
   uint64_t posted, progressed;
   shmReq* slotOwner[COLL_SHM_NSLOTS]; /* sender: request awaiting the answer in that slot */
@@ -116,6 +126,9 @@ collResult_t shmTest(void* request, int* done, size_t* size, uint64_t* tag);
 int shmArm(shmComm* c);
 /* shm_ring.c: marks c closed in the shared header and wakes the peer. */
 void shmMarkClosed(shmComm* c);
+/* shm_ring.c: sender: 1 if the receiver rejected the connection (a NAK on
+ * the socket), with its reason in why; 0 if not (never blocks). */
+int shmPeerRejected(shmComm* c, char* why, size_t whySize);
 
 /* shm_setup.c: the table's listen, connect, accept, closeSend/closeRecv
  * (one function for both) and closeListen. */
@@ -137,5 +150,8 @@ int shmCmaCopy(int pid, void* dst, uint64_t addr, size_t len);
 /* shm_cma.c: this process's single-copy threshold (0: never), decided once;
  * *why (if why) gets the reason for the log. */
 size_t shmCmaThreshold(const char** why);
+/* shm_cma.c: the threshold a connection uses given both ends' own: 0 unless
+ * both are on, else the larger. Symmetric. */
+size_t shmCmaAgree(size_t a, size_t b);
 
 #endif

@@ -11,7 +11,8 @@
  * Several CMA descriptors may be in flight (up to the ring size), but the
  * sender never copies a message into the ring behind a descriptor still
  * unanswered. So when the receiver answers NACK (CMA not permitted: ptrace
- * rules, another pid namespace, COLL_SHM_CMA_THRESHOLD=0 on its side), it
+ * rules, another pid namespace; whether to use CMA at all was agreed at
+ * connect, shm_setup.c), it
  * answers NACK to every later descriptor too, keeps its receive posted, and
  * the sender, which turns CMA off for the connection, re-sends each NACKed
  * message through the ring in order: the k-th message the receiver accepts
@@ -119,8 +120,19 @@ static int shmPeerGone(shmComm* c) {
  * checks below; what it published is still delivered. */
 static int shmNewData(shmComm* c) { return !c->isSend && atomic_load(&c->hdr->head) != c->peer; }
 
-/* Called when the head request cannot move: turns a closed, failed or dead
- * peer into collRemoteError. Returns 0 (keep waiting) or -1 (failed). */
+int shmPeerRejected(shmComm* c, char* why, size_t whySize) {
+  shmNak nak;
+  ssize_t n = recv(c->sock, &nak, sizeof nak, MSG_PEEK | MSG_DONTWAIT);
+  if (n != (ssize_t)sizeof nak || nak.magic != SHM_NAK_MAGIC) return 0;
+  snprintf(why, whySize,
+           "shm: process %d rejected this shared-memory connection: it could not receive the connection's "
+           "descriptors: %s (raise the open-file limit, ulimit -n, of that process)",
+           (int)nak.pid, strerror(nak.err));
+  return 1;
+}
+
+/* Called when the head request cannot move: turns a closed, failed, dead or
+ * rejecting peer into collRemoteError. Returns 0 (keep waiting) or -1. */
 static int shmBlocked(shmComm* c) {
   uint32_t closed = atomic_load(c->isSend ? &c->hdr->recvClosed : &c->hdr->sendClosed);
   if (closed != SHM_OPEN && !shmNewData(c))
@@ -130,6 +142,8 @@ static int shmBlocked(shmComm* c) {
   double now = collTimeNow();
   if (now - c->lastCheck < SHM_CHECK_S) return 0;
   c->lastCheck = now;
+  char why[sizeof c->errMsg];
+  if (c->isSend && shmPeerRejected(c, why, sizeof why)) return shmFail(c, collRemoteError, "%s", why);
   if (shmPeerGone(c) && !shmNewData(c))
     return shmFail(c, collRemoteError, "shm: peer process %d closed the shared-memory connection (process exited?)",
                    c->peerPid);

@@ -5,7 +5,14 @@
  *
  * Listen: an AF_UNIX stream socket in the abstract namespace, named
  * "coll-shm-<pid>-<random>": no file on disk, gone with the process. The
- * 64-byte handle is {magic, pid, name length, name}.
+ * 64-byte handle is {magic, pid, name length, name, single-copy threshold}.
+ *
+ * Single copy is agreed per connection before any data moves: the sender
+ * combines its own threshold with the one in the receiver's handle
+ * (shmCmaAgree: on only when both are on, from the larger threshold) and
+ * writes the result into the segment header; the receiver takes it from
+ * there. Both ends of a connection thus run one protocol even when their
+ * processes measured process_vm_readv differently (shm_cma.c).
  *
  * Connect: the SENDER creates the connection's memory with memfd_create and
  * reserves it with fallocate (so a lack of memory is an error here, not a
@@ -28,6 +35,12 @@
  *
  * Each connection keeps its AF_UNIX socket open: when the peer process dies
  * the socket reports EOF, which the data path turns into collRemoteError.
+ *
+ * A receiver at its open-file limit gets the hello without the descriptors
+ * (MSG_CTRUNC). It then writes a NAK {magic, errno, pid} on the socket,
+ * closes it and fails its accept ("Too many open files"); the sender reads
+ * the NAK when it next checks the socket (while blocked, and on close) and
+ * fails with the receiver's reason, so both sides report the same cause.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,6 +51,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -51,13 +65,14 @@
 #define SHM_HANDLE_MAGIC 0x636f6c6c53484d48ULL /* "collSHMH" */
 #define SHM_HELLO_MAGIC 0x636f6c6c53484d4fULL  /* "collSHMO" */
 #define SHM_HELLO_WAIT_S 10.0                  /* how long accept waits for a hello */
-#define SHM_NAME_MAX 44
+#define SHM_NAME_MAX 36 /* "coll-shm-<pid>-<16 hex>" */
 
 typedef struct {
   uint64_t magic;
   int32_t pid;
   uint32_t nameLen;
   char name[SHM_NAME_MAX + 4];
+  uint64_t cmaThreshold; /* the listener's own single-copy threshold (shmCmaThreshold; 0: never) */
 } shmHandle;
 _Static_assert(sizeof(shmHandle) <= COLL_NET_HANDLE_BYTES, "shm handle too large");
 
@@ -93,7 +108,7 @@ void shmSizes(size_t* slotBytes, size_t* dataOff, size_t* total) {
 
 /* Allocates a comm around a mapped segment and its descriptors. */
 static collResult_t shmNewComm(int isSend, shmHdr* hdr, size_t mapBytes, size_t slotBytes, size_t dataOff, int sock,
-                               int dataFd, int spaceFd, shmComm** out) {
+                               int dataFd, int spaceFd, size_t cmaThreshold, shmComm** out) {
   shmComm* c = calloc(1, sizeof *c);
   if (!c) return collSetError(collSystemError, "shm: out of memory for a connection");
   c->tag = SHM_TAG_COMM;
@@ -108,9 +123,8 @@ static collResult_t shmNewComm(int isSend, shmHdr* hdr, size_t mapBytes, size_t 
   struct ucred cr;
   socklen_t cl = sizeof cr;
   c->peerPid = getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 ? (int)cr.pid : 0;
-  size_t th = shmCmaThreshold(NULL);
-  c->cmaThreshold = isSend ? th : 0;
-  c->cmaOn = th > 0;
+  c->cmaThreshold = cmaThreshold; /* agreed by both ends (see the top of this file) */
+  c->cmaOn = cmaThreshold > 0;
   c->lastCheck = collTimeNow();
   c->stale = 1; /* the first arm resets the eventfd */
   *out = c;
@@ -154,6 +168,7 @@ collResult_t shmListenFn(int dev, void* handle, void** listenComm) {
   h.pid = l->pid;
   h.nameLen = (uint32_t)strlen(l->name);
   memcpy(h.name, l->name, h.nameLen);
+  h.cmaThreshold = shmCmaThreshold(NULL);
   memset(handle, 0, COLL_NET_HANDLE_BYTES);
   memcpy(handle, &h, sizeof h);
   *listenComm = l;
@@ -162,8 +177,8 @@ collResult_t shmListenFn(int dev, void* handle, void** listenComm) {
 
 /* Creates, reserves and maps the sender's segment; initializes the header.
  * *mfd keeps the memfd open (to pass it). */
-static collResult_t shmCreateSegment(int peerPid, shmHdr** out, int* mfd, size_t* slotBytes, size_t* dataOff,
-                                     size_t* total) {
+static collResult_t shmCreateSegment(int peerPid, uint64_t cmaThreshold, shmHdr** out, int* mfd, size_t* slotBytes,
+                                     size_t* dataOff, size_t* total) {
   shmSizes(slotBytes, dataOff, total);
   long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
   if (pages > 0 && psz > 0 && *total > (size_t)pages / 2 * (size_t)psz)
@@ -205,23 +220,24 @@ static collResult_t shmCreateSegment(int peerPid, shmHdr** out, int* mfd, size_t
   h->dataOff = *dataOff;
   h->nslots = COLL_SHM_NSLOTS;
   h->senderPid = (int32_t)getpid();
+  h->cmaThreshold = cmaThreshold;
   *out = h;
   *mfd = fd;
   return collSuccess;
 }
 
-/* Connects sock to the abstract name, retrying a full backlog until the
- * deadline. */
-static collResult_t shmConnectSock(int sock, const shmHandle* h) {
+/* Connects sock to the abstract name. A full backlog (the receiver has not
+ * accepted yet) is not an error: *later = 1, try again later. */
+static collResult_t shmConnectSock(int sock, const shmHandle* h, int* later) {
   struct sockaddr_un a;
   socklen_t al = shmAddr(&a, h->name, h->nameLen);
-  double deadline = collTimeNow() + (double)collParamInt(COLL_PARAM_CONNECT_RETRY_MS) * 1e-3;
+  *later = 0;
   for (;;) {
     if (connect(sock, (struct sockaddr*)&a, al) == 0) return collSuccess;
     if (errno == EINTR) continue;
-    if ((errno == EAGAIN || errno == EWOULDBLOCK) && collTimeNow() < deadline) {
-      poll(NULL, 0, 1); /* listen backlog full: the receiver has not accepted yet */
-      continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      *later = 1;
+      return collSuccess;
     }
     return collSetError(errno == ECONNREFUSED ? collRemoteError : collSystemError,
                         "shm connect: cannot reach the listener of process %d (%.*s): %s", h->pid, (int)h->nameLen,
@@ -256,7 +272,10 @@ static collResult_t shmSendHello(int sock, const shmHello* hello, const int fds[
   }
 }
 
-/* connect: creates the segment and eventfds, connects and hands them over. */
+/* connect: connects the socket first (nothing else is made while the
+ * receiver's backlog is full: *sendComm stays NULL, call again), then
+ * creates the segment and eventfds and hands them over. Every failure
+ * closes and unmaps what this call made. */
 collResult_t shmConnect(int dev, const void* handle, void** sendComm) {
   (void)dev;
   if (!handle || !sendComm) return collSetError(collInvalidArgument, "shm connect: NULL argument");
@@ -266,33 +285,30 @@ collResult_t shmConnect(int dev, const void* handle, void** sendComm) {
   if (h.magic != SHM_HANDLE_MAGIC || h.nameLen == 0 || h.nameLen > SHM_NAME_MAX)
     return collSetError(collInvalidArgument, "shm connect: handle is not a shm handle (bad magic or name)");
   shmHdr* hdr = NULL;
-  int mfd = -1, fds[3] = {-1, -1, -1}, sock = -1;
-  size_t slotBytes, dataOff, total;
-  collResult_t r = shmCreateSegment(h.pid, &hdr, &mfd, &slotBytes, &dataOff, &total);
-  if (r != collSuccess) return r;
-  int dataFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), spaceFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  int mfd = -1, fds[3] = {-1, -1, -1}, dataFd = -1, spaceFd = -1, later = 0;
+  size_t slotBytes, dataOff, total = 0;
+  int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (sock < 0) return collSetError(collSystemError, "shm connect: socket(AF_UNIX) failed: %s", strerror(errno));
+  collResult_t r = shmConnectSock(sock, &h, &later);
+  if (r != collSuccess || later) goto fail;
+  size_t cma = shmCmaAgree(shmCmaThreshold(NULL), h.cmaThreshold);
+  if ((r = shmCreateSegment(h.pid, cma, &hdr, &mfd, &slotBytes, &dataOff, &total)) != collSuccess) goto fail;
+  dataFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  spaceFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   uint64_t full = SHM_EFD_FULL;
   if (dataFd < 0 || spaceFd < 0 || write(spaceFd, &full, sizeof full) != (ssize_t)sizeof full) {
     r = collSetError(collSystemError, "shm connect: eventfd failed: %s", strerror(errno));
     goto fail;
   }
-  sock = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (sock < 0) {
-    r = collSetError(collSystemError, "shm connect: socket(AF_UNIX) failed: %s", strerror(errno));
-    goto fail;
-  }
-  if ((r = shmConnectSock(sock, &h)) != collSuccess) goto fail;
   shmHello hello = {SHM_HELLO_MAGIC, total, slotBytes, dataOff, COLL_SHM_NSLOTS, (int32_t)getpid()};
   fds[0] = mfd;
   fds[1] = dataFd;
   fds[2] = spaceFd;
   if ((r = shmSendHello(sock, &hello, fds)) != collSuccess) goto fail;
   close(mfd); /* the mapping keeps the memory; the receiver has its own descriptor */
-  shmComm* c;
-  if ((r = shmNewComm(1, hdr, total, slotBytes, dataOff, sock, dataFd, spaceFd, &c)) != collSuccess) {
-    mfd = -1;
-    goto fail;
-  }
+  mfd = -1;
+  shmComm* c = NULL;
+  if ((r = shmNewComm(1, hdr, total, slotBytes, dataOff, sock, dataFd, spaceFd, cma, &c)) != collSuccess) goto fail;
   if (c->peerPid <= 0) c->peerPid = h.pid;
   *sendComm = c;
   return collSuccess;
@@ -300,17 +316,19 @@ fail:
   if (mfd >= 0) close(mfd);
   if (dataFd >= 0) close(dataFd);
   if (spaceFd >= 0) close(spaceFd);
-  if (sock >= 0) close(sock);
-  munmap(hdr, total);
+  close(sock);
+  if (hdr) munmap(hdr, total);
   return r;
 }
 
 /* Receives the hello and up to three descriptors from fd (waits up to
  * SHM_HELLO_WAIT_S). Returns the number of descriptors in fds, or -1 with
- * every received descriptor closed. */
-static int shmRecvHello(int fd, shmHello* hello, int fds[3]) {
+ * every received descriptor closed; *truncated = 1 when the kernel dropped
+ * descriptors (MSG_CTRUNC: this process is at its open-file limit). */
+static int shmRecvHello(int fd, shmHello* hello, int fds[3], int* truncated) {
   size_t got = 0;
   int nfds = 0;
+  *truncated = 0;
   double deadline = collTimeNow() + SHM_HELLO_WAIT_S;
   while (got < sizeof *hello) {
     char cbuf[CMSG_SPACE(4 * sizeof(int))];
@@ -328,7 +346,10 @@ static int shmRecvHello(int fd, shmHello* hello, int fds[3]) {
           else close(x);
         }
       }
-      if (m.msg_flags & MSG_CTRUNC) break;
+      if (m.msg_flags & MSG_CTRUNC) {
+        *truncated = 1;
+        break;
+      }
       got += (size_t)n;
       continue;
     }
@@ -343,6 +364,33 @@ static int shmRecvHello(int fd, shmHello* hello, int fds[3]) {
   if (got == sizeof *hello) return nfds;
   for (int i = 0; i < nfds; i++) close(fds[i]);
   return -1;
+}
+
+/* A receiver that could not take a connection's descriptors tells the
+ * sender why on the connection's socket, then fails its accept. */
+static collResult_t shmRejectTruncated(shmListen* l, int fd) {
+  struct ucred cr;
+  socklen_t cl = sizeof cr;
+  int pid = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 ? (int)cr.pid : 0;
+  /* With room for 4 descriptors, MSG_CTRUNC means the kernel could not
+   * install them: EMFILE, unless taking 3 now fails otherwise (ENFILE) */
+  int e = EMFILE, t[3], nt = 0;
+  for (; nt < 3; nt++)
+    if ((t[nt] = dup(fd)) < 0) {
+      if (errno != EMFILE) e = errno;
+      break;
+    }
+  while (nt > 0) close(t[--nt]);
+  shmNak nak = {SHM_NAK_MAGIC, (int32_t)e, (int32_t)getpid()};
+  if (send(fd, &nak, sizeof nak, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof nak) { /* gone: EOF does */ }
+  close(fd);
+  struct rlimit rl;
+  char lim[48] = "?";
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0) snprintf(lim, sizeof lim, "%llu", (unsigned long long)rl.rlim_cur);
+  return collSetError(collSystemError,
+                      "shm accept on %s: the descriptors of a connection from process %d were dropped by the kernel "
+                      "(MSG_CTRUNC): %s; raise the open-file limit (ulimit -n, now %s) or set COLL_SHM_DISABLE=1",
+                      l->name, pid, strerror(e), lim);
 }
 
 /* Checks the hello and the memfd, maps the segment. NULL if anything is off. */
@@ -384,8 +432,9 @@ collResult_t shmAccept(void* listenComm, void** recvComm) {
       return collSetError(collSystemError, "shm accept on %s failed: %s", l->name, strerror(errno));
     }
     shmHello hello;
-    int fds[3] = {-1, -1, -1};
-    int n = shmRecvHello(fd, &hello, fds);
+    int fds[3] = {-1, -1, -1}, truncated;
+    int n = shmRecvHello(fd, &hello, fds, &truncated);
+    if (truncated) return shmRejectTruncated(l, fd);
     /* the wake-up descriptors come from the peer: never let them block us */
     int bad = 0;
     for (int i = 1; i < n; i++)
@@ -398,8 +447,11 @@ collResult_t shmAccept(void* listenComm, void** recvComm) {
       continue;
     }
     close(fds[0]);
-    shmComm* c;
-    collResult_t r = shmNewComm(0, h, hello.totalBytes, hello.slotBytes, hello.dataOff, fd, fds[1], fds[2], &c);
+    /* the sender's agreement, read once: it includes our own threshold, so
+     * ours being 0 means a sender that did not agree (then NACK) */
+    size_t cma = shmCmaThreshold(NULL) ? (size_t)h->cmaThreshold : 0;
+    shmComm* c = NULL;
+    collResult_t r = shmNewComm(0, h, hello.totalBytes, hello.slotBytes, hello.dataOff, fd, fds[1], fds[2], cma, &c);
     if (r != collSuccess) {
       munmap(h, hello.totalBytes);
       close(fds[1]);
@@ -413,16 +465,21 @@ collResult_t shmAccept(void* listenComm, void** recvComm) {
 }
 
 /* closeSend/closeRecv: marks the comm closed for the peer, then unmaps and
- * closes everything (requests still outstanding are dropped). NULL is ok. */
+ * closes everything (requests still outstanding are dropped). NULL is ok.
+ * A send comm whose receiver rejected it (shm.h) still frees everything and
+ * then returns collRemoteError with the receiver's reason. */
 collResult_t shmCloseComm(void* comm) {
   shmComm* c = comm;
   if (!c) return collSuccess;
+  char why[sizeof c->errMsg] = "";
+  if (!c->isSend || c->err != collSuccess || !shmPeerRejected(c, why, sizeof why)) why[0] = 0; /* else not told yet */
   shmMarkClosed(c);
   munmap(c->hdr, c->mapBytes);
   close(c->sock);
   close(c->dataFd);
   close(c->spaceFd);
   free(c);
+  if (why[0]) return collSetError(collRemoteError, "%s", why);
   return collSuccess;
 }
 

@@ -38,6 +38,7 @@
 #define TCP_HELLO_MAGIC 0x434f4c48u
 #define TCP_HELLO_BYTES 24
 #define TCP_HELLO_WAIT_S 10.0 /* how long accept waits for a hello */
+#define TCP_CONNECT_SLICE_S 1.0 /* how long one connect call retries a refusing listener */
 
 enum { REQ_FREE = 0, REQ_ACTIVE, REQ_DONE };
 
@@ -254,8 +255,11 @@ static collResult_t tcpListenFn(int dev, void* handle, void** listenComm) {
   return collSuccess;
 }
 
-/* connect: opens nsocks sockets to the handle's address (blocking, bounded
- * by COLL_CONNECT_TIMEOUT_MS) and sends a hello on each. */
+/* connect: opens nsocks sockets to the handle's address and sends a hello
+ * on each. The first socket gets TCP_CONNECT_SLICE_S: a listener that still
+ * refuses then is "not yet" (*sendComm NULL, nothing kept), so the caller
+ * decides how long to retry (and notices an abort meanwhile); the others,
+ * once the listener took the first, get COLL_CONNECT_TIMEOUT_MS. */
 static collResult_t tcpConnect(int dev, const void* handle, void** sendComm) {
   (void)dev;
   if (!handle || !sendComm) return collSetError(collInvalidArgument, "tcp connect: NULL argument");
@@ -274,7 +278,15 @@ static collResult_t tcpConnect(int dev, const void* handle, void** sendComm) {
   collResult_t r = collSuccess;
   int n;
   for (n = 0; n < nsocks; n++) {
-    if ((r = collSocketConnect(&h.addr, &fds[n], deadline, NULL)) != collSuccess) break;
+    double until = n == 0 && collTimeNow() + TCP_CONNECT_SLICE_S < deadline ? collTimeNow() + TCP_CONNECT_SLICE_S
+                                                                          : deadline;
+    if ((r = collSocketConnect(&h.addr, &fds[n], until, NULL)) != collSuccess) {
+      if (n == 0 && r == collTimeout && until < deadline) { /* refused (or no answer) so far: not yet */
+        collClearError();
+        return collSuccess;
+      }
+      break;
+    }
     uint8_t hello[TCP_HELLO_BYTES];
     put64(hello, ((uint64_t)(unsigned)nsocks << 32) | TCP_HELLO_MAGIC);
     put64(hello + 8, (uint64_t)(unsigned)n);

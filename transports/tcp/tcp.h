@@ -6,8 +6,12 @@
 
 /* Operations table of the "tcp" transport. Semantics beyond coll_net.h:
  *  - one device: the interface chosen by collSocketFindInterface;
- *  - connect blocks (up to COLL_CONNECT_TIMEOUT_MS) and never returns a NULL
- *    *sendComm with collSuccess; accept never blocks on the listen socket;
+ *  - connect retries a listener that refuses for at most 1 s, then returns
+ *    collSuccess with *sendComm NULL ("not yet", nothing kept: the caller
+ *    decides how long to go on, coll's engine COLL_CONNECT_TIMEOUT_MS);
+ *    once the listener took the first socket, the others of the connection
+ *    are waited for up to COLL_CONNECT_TIMEOUT_MS; accept never blocks on
+ *    the listen socket;
  *  - at most COLL_TCP_MAX_REQUESTS requests in flight per comm: beyond that
  *    isend/irecv return collSuccess with *request = NULL (retry later);
  *  - test returning an error releases the request (do not test it again);

@@ -1,5 +1,5 @@
 /*
- * example_allreduce.c - the smallest coll program: run it under a launcher
+ * allreduce_env.c - the smallest coll program: run it under a launcher
  * (torchrun-style RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, mpirun, srun).
  * Every rank contributes rank+1 to each of 1024 floats; each element of the
  * result must equal nranks*(nranks+1)/2.

@@ -1,0 +1,299 @@
+/*
+ * obs.h - what a communicator did: counters (always on), the flight
+ * recorder (always on), and the optional event consumers (COLL_TRACE_FILE
+ * timeline, COLL_PROFILER_PLUGIN). The engine calls the hooks below at
+ * clear points; the logic lives in src/obs/.
+ *
+ *   collEngineRun          collObsLaunchBegin / collObsLaunchEnd (a launch: one call or one group)
+ *     per collective       collObsOpBegin, collObsOpAlgo (what the tuner chose), collObsOpEnd
+ *     per send/recv batch  collObsP2pBegin / collObsP2pEnd
+ *     per transfer         collObsStepPost (events only), collObsStepDone (counters)
+ *     per pending step     collObsPending (which step a wait is on)
+ *   collIdleStep           collObsWaiting (at its clock reads), collObsWaitEnd
+ *   collEngineFail         collObsFailure (flight-recorder dump)
+ *
+ * Cost: the counters are a handful of adds per transfer and per call, on
+ * memory only the engine's thread writes (relaxed atomics, plain stores on
+ * x86). Durations of calls that run a schedule or a send/recv batch are
+ * measured on every call; of calls through the mailbox (the ~0.2 us path)
+ * on one call in COLL_OBS_MB_SAMPLE (timedCalls says how many). Waits are
+ * timed with the clock reads collIdleStep already makes (every 64th idle
+ * poll): a wait shorter than that (about a microsecond) is not counted.
+ * Building with -DCOLL_OBS=OFF (COLL_NO_OBS) compiles every hook out, to
+ * measure what they cost.
+ *
+ * Threads: one thread runs a communicator's engine at a time (the issuing
+ * thread or the progress thread); it is the only writer. Readers (the stats
+ * API, a flight-recorder dump on another thread or on a signal) may run at
+ * any time: each counter and record field is read whole, a snapshot across
+ * fields may mix moments.
+ */
+#ifndef COLL_OBS_H_
+#define COLL_OBS_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/comm.h"
+#include "engine/engine.h"
+#include "reduce/reduce.h"
+
+#define COLL_OBS_MAX_ALGOS 32  /* registry rows, then mailbox, p2p, none */
+#define COLL_OBS_FNS (COLL_FN_COUNT + 1) /* collFunc, then barrier */
+#define COLL_OBS_FN_BARRIER COLL_FN_COUNT
+#define COLL_OBS_MB_SAMPLE 64  /* mailbox calls: one in this many is timed */
+#define COLL_OBS_CUR_TIMED 0x100u /* curBits: the running operation is timed */
+#define COLL_OBS_CUR_FAST 0x200u  /* curBits: mailbox, untimed, no events: counters only at its end */
+
+enum { COLL_OBS_REC_FREE = 0, COLL_OBS_REC_RUNNING = 1, COLL_OBS_REC_DONE = 2, COLL_OBS_REC_FAILED = 3 };
+
+typedef struct {
+  uint64_t bytesSent, bytesRecv, msgsSent, msgsRecv, waitNs;
+} collObsPeer;
+
+typedef struct {
+  uint64_t calls, failed, bytes, timedCalls, timeNs;
+} collObsColl;
+
+/* One flight-recorder entry: an operation as it ran. */
+typedef struct {
+  uint64_t seq;      /* collectives: the communicator's collective number; p2p: its batch number */
+  uint64_t count;    /* elements as passed */
+  uint64_t chunk;    /* chunk bytes the tuner chose (0: none) */
+  uint64_t tStartNs; /* CLOCK_MONOTONIC ns; 0: not measured */
+  uint64_t tEndNs;
+  uint64_t tWaitNs;  /* when the current (or last) long wait began; 0: none */
+  union { /* written together at the start (one store) */
+    struct {
+      int32_t peer;     /* root (broadcast, reduce), peer (send, recv), else -1 */
+      int32_t waitPeer; /* the peer its last long wait was on; -1: none (then waitCh.. and tWaitNs are stale) */
+    };
+    uint64_t peers;
+  };
+  int32_t waitCh, waitPhase, waitStep; /* the step that wait was on (p2p: phase = op of the batch) */
+  union {
+    struct {
+      uint8_t fn;     /* collFunc, or COLL_OBS_FN_BARRIER */
+      uint8_t dtype, op, state, algo, nch, isP2p;
+      uint8_t timed;  /* tStartNs (and, once ended, tEndNs) were measured; else stale */
+    };
+    uint64_t meta;
+  };
+} collObsRecord;
+
+struct collObsEvents; /* obs.c: trace and profiler state */
+
+struct collObs {
+  int rank, nranks;
+  collObsPeer* peers;    /* [nranks] */
+  uint64_t collSeq, p2pSeq;
+  collObsColl coll[COLL_OBS_FNS][COLL_OBS_MAX_ALGOS];
+  uint64_t tInitNs;      /* when the communicator was created */
+  /* flight recorder: a ring of frSize (a power of two) records */
+  collObsRecord* fr;
+  uint32_t frSize;
+  uint64_t frNext;       /* records written so far */
+  collObsRecord* cur;    /* the running operation's record (first of a p2p batch) */
+  collObsColl* curRow;   /* its counters (set with its algorithm) */
+  uint32_t curBits;      /* its algorithm id | COLL_OBS_CUR_TIMED | COLL_OBS_CUR_FAST */
+  int curN;              /* records of the running launch item (p2p batch size) */
+  /* the step the engine last found pending, and the long wait now open */
+  int pendCh, pendPhase, pendStep;
+  int waitPeer;
+  uint64_t waitSinceNs;  /* 0: no long wait open */
+  uint64_t waitLastNs;   /* the latest clock read of that wait (its end, to 64 polls) */
+  int failed;            /* collObsFailure ran */
+  int frDumped;
+  int started;           /* collObsStart finished: init succeeded */
+  char error[1024];      /* the failure's message */
+  int events;            /* trace or profiler on: the step hooks call out */
+  struct collObsEvents* ev;
+};
+
+/* Atomic relaxed accessors: single writer, concurrent readers. */
+#define COLL_OBS_GET(x) __atomic_load_n(&(x), __ATOMIC_RELAXED)
+#define COLL_OBS_SET(x, v) __atomic_store_n(&(x), (v), __ATOMIC_RELAXED)
+#define COLL_OBS_ADD(x, v) COLL_OBS_SET(x, COLL_OBS_GET(x) + (v))
+
+/* Sets up comm->obs (counters, flight recorder) during init, before the
+ * tuner (whose calibration runs operations). Errors: collSystemError. */
+collResult_t collObsInit(collComm_t comm);
+/* At the end of init: zeroes what init counted, starts the trace buffer
+ * (COLL_TRACE_FILE) and the profiler plugin (COLL_PROFILER_PLUGIN).
+ * Errors: collSystemError (memory), collInvalidArgument (a plugin that
+ * cannot be loaded or whose init fails). */
+collResult_t collObsStart(collComm_t comm);
+/* Writes COLL_STATS_FILE, COLL_TRACE_FILE and, for a communicator that
+ * failed or was aborted, the flight recorder (COLL_FR_FILE), then frees
+ * comm->obs. NULL-safe (init failed before collObsInit). */
+void collObsFree(collComm_t comm);
+
+uint64_t collObsNowNs(void);
+/* Registry row of a, for the counters. */
+int collObsAlgoId(const void* algo);
+enum { COLL_OBS_ALGO_MAILBOX = COLL_OBS_MAX_ALGOS - 3, COLL_OBS_ALGO_P2P = COLL_OBS_MAX_ALGOS - 2,
+       COLL_OBS_ALGO_NONE = COLL_OBS_MAX_ALGOS - 1 };
+const char* collObsAlgoName(int id);
+const char* collObsFnName(int fn);
+
+/* ---- out of line (events, waits, p2p, failures) ---------------------------- */
+void collObsEvLaunch(collComm_t comm, int begin, int nops, collResult_t r);
+void collObsEvOp(collComm_t comm, int begin, collResult_t r);
+void collObsEvStep(collComm_t comm, int begin, int c, int i, int kind, int peer, size_t bytes, int phase,
+                   size_t slice);
+void collObsOpEndSlow(collComm_t comm, const collOp* op, collResult_t r);
+void collObsP2pBeginImpl(collComm_t comm, const collOp* ops, int n);
+void collObsP2pEndImpl(collComm_t comm, const collOp* ops, int n, collResult_t r);
+void collObsWaitingImpl(collComm_t comm, int waitPeer, double nowSec);
+void collObsWaitEndImpl(collComm_t comm);
+void collObsFailureImpl(collComm_t comm, collResult_t r, const char* msg);
+
+#ifdef COLL_NO_OBS
+#define COLL_OBS_CALL(x) ((void)0)
+#else
+#define COLL_OBS_CALL(x) x
+#endif
+/* A send/recv batch starts / ended (its records, timing, events). */
+static inline void collObsP2pBegin(collComm_t comm, const collOp* ops, int n) {
+  (void)comm; (void)ops; (void)n;
+  COLL_OBS_CALL(collObsP2pBeginImpl(comm, ops, n));
+}
+static inline void collObsP2pEnd(collComm_t comm, const collOp* ops, int n, collResult_t r) {
+  (void)comm; (void)ops; (void)n; (void)r;
+  COLL_OBS_CALL(collObsP2pEndImpl(comm, ops, n, r));
+}
+/* collIdleStep read the clock while waiting on waitPeer / progress ended a long wait. */
+static inline void collObsWaiting(collComm_t comm, int waitPeer, double nowSec) {
+  (void)comm; (void)waitPeer; (void)nowSec;
+  COLL_OBS_CALL(collObsWaitingImpl(comm, waitPeer, nowSec));
+}
+static inline void collObsWaitEnd(collComm_t comm) {
+  (void)comm;
+  COLL_OBS_CALL(collObsWaitEndImpl(comm));
+}
+/* The communicator failed (first failure): records marked, COLL_FR_FILE dump. */
+static inline void collObsFailure(collComm_t comm, collResult_t r, const char* msg) {
+  (void)comm; (void)r; (void)msg;
+  COLL_OBS_CALL(collObsFailureImpl(comm, r, msg));
+}
+
+/* A record's root / peer (-1 for collectives without a root). */
+static inline int collObsRecPeer(const collObsRecord* e) {
+  return e->isP2p || e->fn == COLL_FN_BROADCAST || e->fn == COLL_FN_REDUCE ? e->peer : -1;
+}
+
+/* Bytes per element of each collDataType_t (reduce.h has the function). */
+static const uint8_t collObsTypeBytes[collNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+
+#ifdef COLL_NO_OBS
+static inline void collObsLaunchBegin(collComm_t comm, int nops) { (void)comm; (void)nops; }
+static inline void collObsLaunchEnd(collComm_t comm, collResult_t r) { (void)comm; (void)r; }
+static inline void collObsOpBegin(collComm_t comm, const collOp* op) { (void)comm; (void)op; }
+static inline void collObsOpAlgo(collComm_t comm, int algo, int nch, size_t chunk) {
+  (void)comm; (void)algo; (void)nch; (void)chunk;
+}
+static inline void collObsOpEnd(collComm_t comm, const collOp* op, collResult_t r) { (void)comm; (void)op; (void)r; }
+static inline void collObsStepPost(collComm_t comm, int c, int i, int kind, int peer, size_t bytes, int phase,
+                                   size_t slice) {
+  (void)comm; (void)c; (void)i; (void)kind; (void)peer; (void)bytes; (void)phase; (void)slice;
+}
+static inline void collObsStepDone(collComm_t comm, int c, int i, int peer, int isSend, size_t bytes) {
+  (void)comm; (void)c; (void)i; (void)peer; (void)isSend; (void)bytes;
+}
+static inline void collObsPending(collComm_t comm, int c, int phase, int i) { (void)comm; (void)c; (void)phase; (void)i; }
+#else
+static inline void collObsLaunchBegin(collComm_t comm, int nops) {
+  if (__builtin_expect(comm->obs->events, 0)) collObsEvLaunch(comm, 1, nops, collSuccess);
+}
+static inline void collObsLaunchEnd(collComm_t comm, collResult_t r) {
+  if (__builtin_expect(comm->obs->events, 0)) collObsEvLaunch(comm, 0, 0, r);
+}
+
+/* A collective starts: its flight-recorder record. */
+static inline void collObsOpBegin(collComm_t comm, const collOp* op) {
+  struct collObs* o = comm->obs;
+  uint64_t k = o->frNext;
+  collObsRecord* e = &o->fr[k & (o->frSize - 1)];
+  uint64_t fn = op->sendbuff == &comm->barrierBuf[0] ? COLL_OBS_FN_BARRIER : (uint64_t)op->fn;
+  /* fn, dtype, op, state, algo, nch, isP2p, timed (little-endian byte order) */
+  uint64_t meta = fn | (uint64_t)op->dtype << 8 | (uint64_t)op->op << 16 | (uint64_t)COLL_OBS_REC_RUNNING << 24 |
+                  (uint64_t)COLL_OBS_ALGO_NONE << 32;
+  COLL_OBS_SET(o->frNext, k + 1);
+  COLL_OBS_SET(e->meta, meta);
+  COLL_OBS_SET(e->peers, (uint64_t)(uint32_t)op->root | (uint64_t)0xffffffffu << 32); /* peer = root, waitPeer -1 */
+  COLL_OBS_SET(e->seq, o->collSeq);
+  COLL_OBS_SET(e->count, (uint64_t)op->count);
+  o->cur = e;
+  o->curN = 1;
+  o->curBits = COLL_OBS_ALGO_NONE;
+}
+
+/* The collective's algorithm is known (mailbox or a registry row): timing
+ * starts (mailbox: one call in COLL_OBS_MB_SAMPLE), events start. */
+static inline void collObsOpAlgo(collComm_t comm, int algo, int nch, size_t chunk) {
+  struct collObs* o = comm->obs;
+  collObsRecord* e = o->cur;
+  collObsColl* row = &o->coll[e->fn][algo];
+  o->curRow = row;
+  COLL_OBS_SET(e->algo, (uint8_t)algo);
+  COLL_OBS_SET(e->nch, (uint8_t)nch);
+  if (algo == COLL_OBS_ALGO_MAILBOX && (row->calls & (COLL_OBS_MB_SAMPLE - 1)) != 0 && !o->events) {
+    o->curBits = (uint32_t)algo | COLL_OBS_CUR_FAST;
+    return;
+  }
+  o->curBits = (uint32_t)algo | COLL_OBS_CUR_TIMED;
+  COLL_OBS_SET(e->chunk, (uint64_t)chunk);
+  COLL_OBS_SET(e->tStartNs, collObsNowNs());
+  COLL_OBS_SET(e->timed, 1);
+  if (__builtin_expect(o->events, 0)) collObsEvOp(comm, 1, collSuccess);
+}
+
+/* The collective ended (r: its result): counters, record, events. */
+static inline void collObsOpEnd(collComm_t comm, const collOp* op, collResult_t r) {
+  struct collObs* o = comm->obs;
+  if ((o->curBits & COLL_OBS_CUR_FAST) && r == collSuccess) {
+    /* the mailbox fast path: counters only; a long wait ends at its last clock read */
+    if (o->waitSinceNs) {
+      COLL_OBS_ADD(o->peers[o->waitPeer].waitNs, o->waitLastNs - o->waitSinceNs);
+      o->waitSinceNs = 0;
+    }
+    collObsColl* k = o->curRow;
+    COLL_OBS_SET(k->calls, k->calls + 1);
+    COLL_OBS_SET(k->bytes, k->bytes + (uint64_t)op->count * collObsTypeBytes[op->dtype]);
+    COLL_OBS_SET(o->collSeq, o->collSeq + 1);
+    COLL_OBS_SET(o->cur->state, COLL_OBS_REC_DONE);
+    return;
+  }
+  collObsOpEndSlow(comm, op, r);
+}
+
+/* A transfer was posted (events only). */
+static inline void collObsStepPost(collComm_t comm, int c, int i, int kind, int peer, size_t bytes, int phase,
+                                   size_t slice) {
+  if (__builtin_expect(comm->obs->events, 0)) collObsEvStep(comm, 1, c, i, kind, peer, bytes, phase, slice);
+}
+
+/* A transfer with peer completed: bytes sent (isSend) or received. */
+static inline void collObsStepDone(collComm_t comm, int c, int i, int peer, int isSend, size_t bytes) {
+  struct collObs* o = comm->obs;
+  collObsPeer* p = &o->peers[peer];
+  if (isSend) {
+    COLL_OBS_ADD(p->bytesSent, bytes);
+    COLL_OBS_ADD(p->msgsSent, 1);
+  } else {
+    COLL_OBS_ADD(p->bytesRecv, bytes);
+    COLL_OBS_ADD(p->msgsRecv, 1);
+  }
+  if (__builtin_expect(o->events, 0)) collObsEvStep(comm, 0, c, i, 0, peer, bytes, 0, 0);
+}
+
+/* Step i of channel c (phase) is still pending: what a wait would be on. */
+static inline void collObsPending(collComm_t comm, int c, int phase, int i) {
+  struct collObs* o = comm->obs;
+  o->pendCh = c;
+  o->pendPhase = phase;
+  o->pendStep = i;
+}
+#endif
+
+#endif

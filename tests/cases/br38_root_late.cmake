@@ -1,0 +1,5 @@
+include(${CMAKE_CURRENT_SOURCE_DIR}/helper_launch.cmake)
+set_tests_properties(cases.${name} PROPERTIES TIMEOUT 200)
+if(COLL_SANITIZE)
+  set_tests_properties(cases.${name} PROPERTIES ENVIRONMENT "COLL_SOCKET_IFNAME=lo;BR38_RANKS=16")
+endif()

@@ -1,0 +1,6 @@
+include(${CMAKE_CURRENT_SOURCE_DIR}/helper_fail.cmake)
+if(COLL_SANITIZE)
+  set_tests_properties(cases.${name} PROPERTIES TIMEOUT 300)
+else()
+  set_tests_properties(cases.${name} PROPERTIES TIMEOUT 120)
+endif()

@@ -1,0 +1,192 @@
+/* ib.c - the "ib" transport's operations table (ib.h): init, devices,
+ * properties, registration, poll fds; the rest is in ib_connect.c and
+ * ib_data.c. */
+#include "ib.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "ib_internal.h"
+#include "misc/log.h"
+#include "misc/param.h"
+
+collIbState collIb = {.lock = PTHREAD_MUTEX_INITIALIZER, .epfd = -1, .wakeFd = -1};
+collIbConfig collIbCfg;
+
+static int clampi(int64_t v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : (int)v; }
+
+void collIbConfigLoad(collIbConfig* cfg) {
+  cfg->gidIndex = (int)collParamInt(COLL_PARAM_IB_GID_INDEX);
+  cfg->tc = clampi(collParamInt(COLL_PARAM_IB_TC), 0, 255);
+  cfg->sl = clampi(collParamInt(COLL_PARAM_IB_SL), 0, 15);
+  cfg->timeout = clampi(collParamInt(COLL_PARAM_IB_TIMEOUT), 1, 31);
+  cfg->retryCnt = clampi(collParamInt(COLL_PARAM_IB_RETRY_CNT), 0, 7);
+  cfg->nqps = clampi(collParamInt(COLL_PARAM_IB_QPS_PER_CONN), 1, IB_MAX_QPS);
+  cfg->regCache = clampi(collParamInt(COLL_PARAM_IB_REG_CACHE), 0, 1 << 20);
+  cfg->hca = collParamStr(COLL_SPARAM_IB_HCA);
+}
+
+collResult_t collIbStart(void) {
+  pthread_mutex_lock(&collIb.lock);
+  collResult_t r = collSuccess;
+  if (collIb.ready) goto out;
+  if ((r = collIbvGet(&collIb.v)) != collSuccess) goto out;
+  collIb.epfd = epoll_create1(EPOLL_CLOEXEC);
+  collIb.wakeFd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (collIb.epfd < 0 || collIb.wakeFd < 0) {
+    r = collSetError(collSystemError, "ib: epoll/eventfd: %s", strerror(errno));
+    goto fail;
+  }
+  collIb.epWake = IB_EP_WAKE;
+  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &collIb.epWake};
+  epoll_ctl(collIb.epfd, EPOLL_CTL_ADD, collIb.wakeFd, &ev);
+  if ((r = collIbDiscover()) != collSuccess) goto fail;
+  collIb.ready = 1;
+  goto out;
+fail:
+  if (collIb.epfd >= 0) close(collIb.epfd);
+  if (collIb.wakeFd >= 0) close(collIb.wakeFd);
+  collIb.epfd = collIb.wakeFd = -1;
+out:
+  pthread_mutex_unlock(&collIb.lock);
+  return r;
+}
+
+/* init: the COLL_IB_* variables, libibverbs, the devices (once). */
+static collResult_t ibInit(const collNetCallbacks_t* cb) {
+  (void)cb; /* a built-in transport logs and sets errors through coll itself */
+  pthread_mutex_lock(&collIb.lock);
+  int ready = collIb.ready;
+  if (!ready) collIbConfigLoad(&collIbCfg);
+  pthread_mutex_unlock(&collIb.lock);
+  return ready ? collSuccess : collIbStart();
+}
+
+/* fini: closes the devices; refused while comms are open. */
+static collResult_t ibFini(void) {
+  pthread_mutex_lock(&collIb.lock);
+  collResult_t r = collSuccess;
+  if (collIb.comms || collIb.listens) {
+    r = collSetError(collInvalidUsage, "ib fini: connections are still open");
+  } else if (collIb.ready) {
+    collIbCloseDevices();
+    close(collIb.epfd);
+    close(collIb.wakeFd);
+    collIb.epfd = collIb.wakeFd = -1;
+    collIb.ready = 0;
+  }
+  pthread_mutex_unlock(&collIb.lock);
+  return r;
+}
+
+static collResult_t ibDevices(int* ndev) {
+  if (!ndev) return collSetError(collInvalidArgument, "ib devices: ndev is NULL");
+  pthread_mutex_lock(&collIb.lock);
+  *ndev = collIb.ready ? collIb.ndev : 0;
+  int ready = collIb.ready;
+  pthread_mutex_unlock(&collIb.lock);
+  return ready ? collSuccess : collSetError(collInvalidUsage, "ib devices: transport not initialized");
+}
+
+static collResult_t ibGetProperties(int dev, collNetProperties_t* props) {
+  pthread_mutex_lock(&collIb.lock);
+  int ok = props && collIb.ready && dev >= 0 && dev < collIb.ndev;
+  if (ok) {
+    const collIbDev* d = &collIb.devs[dev];
+    memset(props, 0, sizeof *props);
+    snprintf(props->name, sizeof props->name, "%s", d->name);
+    props->ptrSupport = COLL_PTR_HOST;
+    props->speedGbps = d->gbps;
+    props->latencyUs = d->linkLayer == IBV_LINK_LAYER_ETHERNET ? 5.0 : 2.0;
+    props->maxMessage = SIZE_MAX; /* larger messages are split */
+    props->hasPut = 0;
+    snprintf(props->pciPath, sizeof props->pciPath, "%s", d->pciPath);
+    props->guid = d->guid;
+    props->port = d->port;
+  }
+  int n = collIb.ready ? collIb.ndev : 0;
+  pthread_mutex_unlock(&collIb.lock);
+  if (!ok) return collSetError(collInvalidArgument, "ib getProperties: bad device %d (%d devices) or NULL props", dev, n);
+  return collSuccess;
+}
+
+static collIbComm* dataComm(void* comm) {
+  collIbComm* c = comm;
+  return c && (c->tag == IB_TAG_SEND || c->tag == IB_TAG_RECV) ? c : NULL;
+}
+
+static collResult_t ibRegMr(void* comm, void* data, size_t size, int ptrType, void** mhandle) {
+  collIbComm* c = dataComm(comm);
+  if (!c || !mhandle || (!data && size)) return collSetError(collInvalidArgument, "ib regMr: bad comm or NULL argument");
+  if (!(ptrType & COLL_PTR_HOST))
+    return collSetError(collInvalidArgument, "ib regMr: memory type %d not supported (host memory only)", ptrType);
+  collRegEntry* e = NULL;
+  int rc = collRegCacheGet(c->dev->hca->reg, data, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &e);
+  if (rc != 0)
+    return collSetError(collSystemError, "ib regMr: registering %zu bytes on %s failed: %s", size, c->dev->name,
+                        strerror(rc));
+  *mhandle = e;
+  return collSuccess;
+}
+
+static collResult_t ibDeregMr(void* comm, void* mhandle) {
+  collIbComm* c = dataComm(comm);
+  if (!c) return collSetError(collInvalidArgument, "ib deregMr: bad comm");
+  collRegCachePut(c->dev->hca->reg, mhandle);
+  return collSuccess;
+}
+
+static collResult_t ibIput(void* sendComm, const void* data, size_t size, void* mhandle,
+                           unsigned long long remoteAddr, unsigned long long remoteKey, void** request) {
+  (void)sendComm; (void)data; (void)size; (void)mhandle; (void)remoteAddr; (void)remoteKey;
+  if (request) *request = NULL;
+  return collSetError(collInvalidUsage, "ib: iput not supported yet");
+}
+
+static collResult_t ibIflush(void* recvComm, void* data, size_t size, void* mhandle, void** request) {
+  (void)recvComm; (void)data; (void)size; (void)mhandle;
+  if (!request) return collSetError(collInvalidArgument, "ib iflush: request is NULL");
+  *request = NULL; /* host memory: visible once the completion arrived */
+  return collSuccess;
+}
+
+/* getPollFd: drains events, arms the comm's CQ, and returns the process's
+ * wait fd (-1 for send comms, see ib.h). Work found right after arming wakes
+ * the fd at once. */
+static collResult_t ibGetPollFd(void* comm, int* fd) {
+  if (!comm || !fd) return collSetError(collInvalidArgument, "ib getPollFd: NULL argument");
+  uint32_t tag;
+  memcpy(&tag, comm, sizeof tag);
+  if (tag == IB_TAG_LISTEN) {
+    collIbService(1);
+    *fd = collIb.epfd;
+    return collSuccess;
+  }
+  collIbComm* c = dataComm(comm);
+  if (!c) return collSetError(collInvalidArgument, "ib getPollFd: not an ib comm");
+  collIbService(1);
+  int prog = 0;
+  collIbArm(c, &prog);
+  if (prog || c->err != collSuccess) {
+    uint64_t one = 1;
+    if (write(collIb.wakeFd, &one, sizeof one) < 0) { /* counter full: already readable */ }
+  }
+  *fd = c->isSend ? -1 : collIb.epfd;
+  return collSuccess;
+}
+
+const collNet_v2_t collNetIb = {
+    .size = sizeof(collNet_v2_t), .version = COLL_NET_VERSION, .name = "ib",
+    .init = ibInit, .devices = ibDevices, .getProperties = ibGetProperties,
+    .listen = collIbListenFn, .connect = collIbConnectFn, .accept = collIbAcceptFn,
+    .regMr = ibRegMr, .deregMr = ibDeregMr,
+    .isend = collIbIsend, .irecv = collIbIrecv, .test = collIbTest,
+    .iput = ibIput, .iflush = ibIflush, .getPollFd = ibGetPollFd,
+    .closeSend = collIbCloseComm, .closeRecv = collIbCloseComm, .closeListen = collIbCloseListenFn,
+    .fini = ibFini,
+};

@@ -1,0 +1,33 @@
+/* ib.h - the InfiniBand verbs / RoCE transport (transports/ib/). */
+#ifndef COLL_TRANSPORT_IB_H_
+#define COLL_TRANSPORT_IB_H_
+
+#include "coll_net.h"
+
+/* Operations table of the "ib" transport (COLL_NET=ib). Semantics beyond
+ * coll_net.h:
+ *  - devices: the ACTIVE InfiniBand and RoCE ports that COLL_IB_HCA selects;
+ *    init fails (collSystemError, with what to install) without libibverbs,
+ *    and when no port is usable;
+ *  - connect returns the send comm before the listener answered; the
+ *    handshake completes in later calls (isend, test);
+ *  - at most COLL_IB_MAX_REQUESTS requests in flight per comm: beyond that
+ *    isend/irecv return collSuccess with *request = NULL (retry later);
+ *  - a send of at most COLL_IB_EAGER_BYTES completes without the receiver
+ *    having posted its receive for the first COLL_IB_MAX_REQUESTS messages
+ *    (and whenever the receiver has caught up); larger ones wait for it;
+ *  - test returning an error releases the request; once a comm failed, every
+ *    later request on it fails the same way; a peer that exits or closes is
+ *    an error within IB_CHECK_S of test calls;
+ *  - getPollFd: listen and recv comms give one fd of the process that turns
+ *    readable (POLLIN) on any completion, incoming connection or async event;
+ *    send comms give -1 (a completion never makes an fd writable, and the
+ *    engine waits on sends with POLLOUT: the caller spins with yields);
+ *  - regMr registers host memory through the device's registration cache;
+ *    iput is not supported (collInvalidUsage); iflush is a no-op. */
+extern const collNet_v2_t collNetIb;
+
+#define COLL_IB_MAX_REQUESTS 64
+#define COLL_IB_EAGER_BYTES 16384
+
+#endif
