@@ -112,8 +112,8 @@ static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, co
     ch->stepState = n;
     ch->stepStateCap = s->nsteps;
   }
-  collStepState* st = ch->stepState;
-  memset(st, 0, sizeof(*st) * (size_t)s->nsteps);
+  collStepState* st = ch->stepState; /* NULL while no schedule had a step (1 rank, in place) */
+  if (s->nsteps > 0) memset(st, 0, sizeof(*st) * (size_t)s->nsteps);
   /* RECV_REDUCE steps of one phase each get their own landing area. */
   size_t need = 0;
   for (int p = 0; p < s->nphases; p++) {
