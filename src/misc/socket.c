@@ -492,7 +492,8 @@ static int collSocketIsSelfConnected(int fd) {
 }
 
 /* Connects to addr, retrying ECONNREFUSED/ETIMEDOUT/EAGAIN/EADDRNOTAVAIL (and resets while
- * the listener starts) with a 10..200 ms backoff until the deadline, which
+ * the listener starts; with a deadline EHOSTUNREACH/ENETUNREACH too) with a
+ * 10..200 ms backoff until the deadline, which
  * gives collTimeout. With deadline 0 the retries last COLL_CONNECT_TIMEOUT_MS
  * and then give collSystemError. Other errors: collSystemError at once. */
 collResult_t collSocketConnect(const collSockAddr* addr, int* fd, double deadline,
@@ -543,6 +544,9 @@ collResult_t collSocketConnectErr(const collSockAddr* addr, int* fd, double dead
      * or sockets in TIME_WAIT); transient like a refused connection. */
     int retry = err == ECONNREFUSED || err == ETIMEDOUT || err == EAGAIN || err == ECONNRESET ||
                 err == EADDRNOTAVAIL;
+    /* with a deadline (init: the root's host may come up later, BR-38) an
+     * unreachable host or network is waited for too */
+    if (deadline > 0 && (err == EHOSTUNREACH || err == ENETUNREACH)) retry = 1;
     if (!retry)
       return collSetError(collSystemError, "connect to %s failed: %s", s, strerror(err));
     double left = retryEnd - collTimeNow();

@@ -192,6 +192,37 @@ static void test_connect_self_refused(void** st) {
   assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* With a deadline, "no route to host" is waited for like a refused
+ * connection (the root's host may come up later: BR-38): in a child in its
+ * own network namespace with an unreachable route, the connect gives
+ * collTimeout at the deadline naming the error, not an error at once. */
+static void test_connect_unreachable_waits(void** st) {
+  (void)st;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    if (unshare(CLONE_NEWNET) != 0) _exit(77);
+    if (system("ip link set lo up && ip route add unreachable 198.18.5.5/32") != 0) _exit(77);
+    collSockAddr a;
+    int fd = -1;
+    if (collSocketParseAddr("198.18.5.5:40000", &a) != collSuccess) _exit(2);
+    double t0 = collTimeNow();
+    collResult_t r = collSocketConnect(&a, &fd, t0 + 0.4, NULL);
+    double dt = collTimeNow() - t0;
+    if (r != collTimeout) _exit(3);
+    if (dt < 0.39 || !strstr(collGetLastError(NULL), "No route to host")) _exit(4);
+    _exit(0);
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) {
+    print_message("skipped: needs root and ip(8) for a network namespace\n");
+    return;
+  }
+  assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 /* ---- transport --------------------------------------------------------- */
 
 static void test_properties_and_stubs(void** st) {
@@ -410,6 +441,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_socket_helpers),
       cmocka_unit_test(test_connect_refused_deadline),
       cmocka_unit_test(test_connect_self_refused),
+      cmocka_unit_test(test_connect_unreachable_waits),
       cmocka_unit_test(test_properties_and_stubs),
       cmocka_unit_test(test_sizes),
       cmocka_unit_test(test_many_in_flight),
