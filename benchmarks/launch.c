@@ -28,8 +28,12 @@
 void launchReportError(int rank, const char* what, collResult_t res, collComm_t comm) {
   char who[32] = "";
   if (rank >= 0) snprintf(who, sizeof who, "rank %d: ", rank);
-  fprintf(stderr, "coll-tests: %s%s failed: %s: %s\n", who, what, collGetErrorString(res),
-          collGetLastError(comm));
+  const char* msg = collGetLastError(comm);
+  size_t n = strlen(what);
+  if (strncmp(msg, what, n) == 0 && msg[n] == ':') /* the message names the call already */
+    fprintf(stderr, "coll-tests: %s%s (%s)\n", who, msg, collGetErrorString(res));
+  else
+    fprintf(stderr, "coll-tests: %s%s failed: %s: %s\n", who, what, collGetErrorString(res), msg);
 }
 
 /* Seconds on the monotonic clock. */

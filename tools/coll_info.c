@@ -8,10 +8,13 @@
  *   (forked processes with real communicators: shared memory, the mailbox,
  *   COLL_TUNE_CALIBRATE if set; --nodes K emulates K nodes with COLL_HOSTID).
  *
- * Usage: coll_info [-n NRANKS] [--nodes K] [--no-tuner] [-h]
+ * Usage: coll_info [-n NRANKS] [--nodes K] [--no-tuner] [--params [--markdown]] [-h]
+ *   --params: the parameters only; --markdown: as README's table (defaults,
+ *   not the values in force: tools/readme_params.sh checks README with it).
  */
 #include <getopt.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +42,32 @@ static void params(void) {
            row.fromEnv ? " (env)" : "      ", row.def, row.range[0] ? "range " : "", row.range, "", row.doc);
 }
 
+/* s with Markdown table cells' specials escaped. */
+static void mdCell(const char* s) {
+  for (; *s; s++) {
+    if (*s == '|' || *s == '\\') putchar('\\');
+    putchar(*s);
+  }
+}
+
+/* The parameter table as Markdown, from the defaults (README.md's
+ * "Environment variables" table is this output). */
+static void paramsMarkdown(void) {
+  printf("| variable | type | default | range | meaning |\n|---|---|---|---|---|\n");
+  collParamRowInfo row;
+  for (int i = 0; collParamRow(i, &row); i++) {
+    long long lo, hi;
+    char range[64];
+    snprintf(range, sizeof range, "%s", row.range[0] ? row.range : "-");
+    if (sscanf(row.range, "[%lld, %lld]", &lo, &hi) == 2 && (hi == INT32_MAX || hi == INT64_MAX))
+      snprintf(range, sizeof range, ">= %lld", lo); /* "no maximum" reads better than 2^31-1 */
+    printf("| `%s` | %s | %s%s%s | %s | ", row.name, row.type, strcmp(row.def, "-") ? "`" : "", row.def,
+           strcmp(row.def, "-") ? "`" : "", range);
+    mdCell(row.doc);
+    printf(" |\n");
+  }
+}
+
 static void algorithms(void) {
   printf("\n== algorithms (COLL_ALGO names; the first of each collective is its default)\n");
   for (int fn = 0; fn <= COLL_FN_REDUCE; fn++) {
@@ -52,8 +81,9 @@ static void algorithms(void) {
 
 static void transports(void) {
   printf("\n== transports\n");
-  const char* names[] = {"tcp", "loopback"};
-  for (int k = 0; k < 2; k++) {
+  const char* names[] = {"tcp", "loopback", "ib"};
+  const char* notes[] = {"", " (ranks as threads of one process)", " (COLL_NET=ib)"};
+  for (int k = 0; k < 3; k++) {
     const collNet_v2_t* net = NULL;
     collResult_t r = collNetGetInter(names[k], &net);
     if (r != collSuccess) {
@@ -62,7 +92,7 @@ static void transports(void) {
     }
     int ndev = 0;
     net->devices(&ndev);
-    printf("%-9s between nodes%s, %d device(s)\n", net->name, k ? " (ranks as threads of one process)" : "", ndev);
+    printf("%-9s between nodes%s, %d device(s)\n", net->name, notes[k], ndev);
     for (int d = 0; d < ndev; d++) {
       collNetProperties_t p;
       if (net->getProperties(d, &p) != collSuccess) continue;
@@ -176,10 +206,12 @@ static int tunerRun(int nranks, int nnodes) {
 
 int main(int argc, char** argv) {
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  int nranks = cores < 2 ? 2 : cores > 8 ? 8 : (int)cores, nnodes = 1, tuner = 1;
+  int nranks = cores < 2 ? 2 : cores > 8 ? 8 : (int)cores, nnodes = 1, tuner = 1, onlyParams = 0, markdown = 0;
   static const struct option longopts[] = {{"nranks", required_argument, 0, 'n'},
                                            {"nodes", required_argument, 0, 'N'},
                                            {"no-tuner", no_argument, 0, 'T'},
+                                           {"params", no_argument, 0, 'P'},
+                                           {"markdown", no_argument, 0, 'M'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
   int c;
@@ -188,9 +220,12 @@ int main(int argc, char** argv) {
       case 'n': nranks = atoi(optarg); break;
       case 'N': nnodes = atoi(optarg); break;
       case 'T': tuner = 0; break;
+      case 'P': onlyParams = 1; break;
+      case 'M': markdown = 1; break;
       case 'h':
-        printf("usage: %s [-n NRANKS (default: cores, 2..8)] [--nodes K (emulated with COLL_HOSTID)] [--no-tuner]\n",
-               argv[0]);
+        printf("usage: %s [-n NRANKS (default: cores, 2..8)] [--nodes K (emulated with COLL_HOSTID)] [--no-tuner]\n"
+               "       %s --params [--markdown]  (the parameters only; --markdown: README's table of defaults)\n",
+               argv[0], argv[0]);
         return 0;
       default: return 2;
     }
@@ -198,6 +233,18 @@ int main(int argc, char** argv) {
   if (nranks < 1 || nranks > 256 || nnodes < 1 || nnodes > nranks) {
     fprintf(stderr, "coll_info: need 1 <= --nodes <= -n <= 256\n");
     return 2;
+  }
+  if (markdown && !onlyParams) {
+    fprintf(stderr, "coll_info: --markdown goes with --params\n");
+    return 2;
+  }
+  if (markdown) {
+    paramsMarkdown();
+    return 0;
+  }
+  if (onlyParams) {
+    params();
+    return 0;
   }
   int v = 0;
   collGetVersion(&v);

@@ -359,13 +359,28 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
   if (comm->rank == 0) collParamDump();
   collNetProperties_t props;
   comm->nets[COLL_NET_INTER]->getProperties(comm->netDev, &props);
+  /* what is fixed at init, and what the tuner picks per call instead */
+  int fixCh = collParamIsSet(COLL_PARAM_NCHANNELS), fixChunk = collParamIsSet(COLL_PARAM_CHUNKSIZE);
+  char fixedNote[112] = "";
+  if (fixCh && fixChunk)
+    snprintf(fixedNote, sizeof fixedNote, "; every call: %d channels (COLL_NCHANNELS), chunk %zu bytes (COLL_CHUNKSIZE)",
+             comm->nchannels, comm->chunkBytes);
+  else if (fixCh)
+    snprintf(fixedNote, sizeof fixedNote, "; every call: %d channels (COLL_NCHANNELS)", comm->nchannels);
+  else if (fixChunk)
+    snprintf(fixedNote, sizeof fixedNote, "; every call: chunk %zu bytes (COLL_CHUNKSIZE)", comm->chunkBytes);
+  const char* picked = fixCh && fixChunk ? "" : fixCh ? " and chunk size" : fixChunk ? " and channel count"
+                                                                                   : ", channel count and chunk size";
   COLL_INFO(COLL_SUB_INIT,
             "rank %d/%d pid %d on %s: node %d of %d, local rank %d of %d; inter-node %s (%s), intra-node %s; "
-            "%d channels, chunk %zu bytes, timeout %d s, spin %d",
+            "the tuner picks the algorithm%s per collective call (COLL_DEBUG_SUBSYS=TUNE, allreduce_perf "
+            "--show_algo 1 and coll_info show its choices)%s; send/recv: %d channels, chunk %zu bytes; timeout %d s; "
+            "waits spin %d us%s",
             comm->rank, n, (int)getpid(), collHostName(), comm->node, comm->nnodes, comm->localRank,
             comm->localRanks, comm->nets[COLL_NET_INTER]->name, props.name,
             comm->nets[COLL_NET_INTRA] ? comm->nets[COLL_NET_INTRA]->name : comm->nets[COLL_NET_INTER]->name,
-            comm->nchannels, comm->chunkBytes, comm->timeoutSec, comm->spinUs);
+            picked, fixedNote, comm->nchannels, comm->chunkBytes, comm->timeoutSec, comm->spinUs,
+            comm->yieldWait ? ", yielding the CPU between polls (more ranks than cores), then sleep" : ", then sleep");
   comm->boot.timeoutSec = comm->timeoutSec;
   return collSuccess;
 }

@@ -12,6 +12,7 @@
  * wake-up of a sleeping thread costs 50-100 us, more than a small
  * all-reduce). Only one thread runs an item at a time (qrunning).
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,11 +85,19 @@ collResult_t collSubmit(collComm_t comm, collStream_t stream, const collOp* ops,
   w->stream = stream;
   pthread_mutex_lock(&comm->qlock);
   if (!comm->threadStarted) {
-    if (pthread_create(&comm->progress, NULL, collProgressThread, comm) != 0) {
+    int e = pthread_create(&comm->progress, NULL, collProgressThread, comm);
+    if (e != 0) {
       pthread_mutex_unlock(&comm->qlock);
       free(copy);
       free(w);
-      return collSetError(collSystemError, "cannot start the progress thread");
+      return collSetError(collSystemError,
+                          "rank %d: cannot start the progress thread that runs this communicator's stream "
+                          "operations: pthread_create: %s%s",
+                          comm->rank, strerror(e),
+                          e == EAGAIN ? " (a limit is reached: threads, ulimit -u or the cgroup's pids.max; or memory "
+                                        "for its stack, ulimit -s and ulimit -v); a NULL stream runs calls on the "
+                                        "caller's thread instead"
+                                      : "");
     }
     comm->threadStarted = 1;
   }

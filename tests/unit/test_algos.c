@@ -13,7 +13,7 @@
  * The composed hierarchical rows (hier_*: hier.c's inter-node variants and
  * hier_leader.c's family) also run on the node layouts of makeLayout, 2..24
  * ranks, every count and placement, rendezvous sends.
- * COLL_TEST_ALGOS_MAX_RANKS lowers the 64 (the sanitizer build uses 16).
+ * COLL_TEST_ALGOS_MAX_RANKS lowers the 64 (the sanitizer build uses 12).
  * One cmocka test per algorithm, so a failure names it.
  */
 #include <setjmp.h>
