@@ -9,19 +9,21 @@
 #         ranks, COLL_HALF_ACCUM=float (the default: float32 partial sums)
 #         against COLL_HALF_ACCUM=native (per-step rounding), interleaved.
 #
-# Every configuration runs -R times (default 5) and the median is printed;
+# Every configuration runs -R times (default 5) and the median is printed
+# (sig: -N iterations per run, default 20000; a loaded machine needs fewer);
 # the load average is printed before and after (the machine may be shared:
 # speed claims need a quiet one).
 #
-# usage: benchmarks/data_bench.sh [-B build] [-O other_build] [-R rounds] [sig|half|all]
+# usage: benchmarks/data_bench.sh [-B build] [-O other_build] [-R rounds] [-N iterations] [sig|half|all]
 set -euo pipefail
-B=build O="" R=5
-while getopts "B:O:R:" o; do
+B=build O="" R=5 N=20000
+while getopts "B:O:R:N:" o; do
   case $o in
     B) B=$OPTARG ;;
     O) O=$OPTARG ;;
     R) R=$OPTARG ;;
-    *) echo "usage: $0 [-B build] [-O other_build] [-R rounds] [sig|half|all]" >&2; exit 2 ;;
+    N) N=$OPTARG ;;
+    *) echo "usage: $0 [-B build] [-O other_build] [-R rounds] [-N iterations] [sig|half|all]" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
@@ -46,7 +48,7 @@ sig() {
       for b in "${builds[@]}"; do
         local name=${e%%|*} env=${e#*|} key
         key=$(echo "$b" | tr '/' '_')
-        env $env "$b/benchmarks/allreduce_perf" -np 2 -b 8 -e 8 -n 20000 -w 2000 -c 0 | time8 >> "$tmp/$key.$name"
+        env $env "$b/benchmarks/allreduce_perf" -np 2 -b 8 -e 8 -n "$N" -w $((N / 10)) -c 0 | time8 >> "$tmp/$key.$name"
       done
     done
   done
