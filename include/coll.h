@@ -426,9 +426,7 @@ typedef struct {
   uint64_t bytes;       /* sum of count x type size as passed (all-gather:
                            sendcount, reduce-scatter: recvcount) */
   uint64_t timedCalls;  /* calls whose duration was measured: all, except
-                           through the mailbox (0.2 us calls): one in 64, and
-                           each that waited longer than ~1 us (timed from the
-                           start of that wait) */
+                           through the mailbox (0.2 us calls): one in 64 */
   uint64_t timeNs;      /* total duration of the timed calls */
 } collCollStats_t;
 
@@ -463,7 +461,8 @@ typedef struct {
   collRedOp_t op;
   int peer;             /* root (broadcast, reduce), peer (send, recv), else -1 */
   int nchannels;
-  int waitPeer;         /* the peer its last wait longer than ~1 us was on, -1: none */
+  int waitPeer;         /* the peer its last wait of two clock reads or more (~1 us
+                           of polling) was on, -1: none */
   int waitChannel, waitPhase, waitStep; /* the step of that wait (send/recv: phase =
                            operation of the batch) */
   double startUs;       /* wall clock (us since 1970) when it started, 0: not measured */

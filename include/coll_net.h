@@ -24,7 +24,12 @@
  *  - report failures with the callbacks' setError (the message reaches
  *    collGetLastError and the communicator's error) and return the code.
  * Third-party transports export `collNetPlugin_v2` (a collNet_v2_t) from a
- * shared object named by COLL_NET_PLUGIN.
+ * shared object named by COLL_NET_PLUGIN. A plugin is a network transport:
+ * it comes first in the list each pair of ranks picks from (before ib and
+ * tcp; shm keeps the pairs inside a node) and may be asked to connect any
+ * pair. coll registers the buffers it passes to a plugin's isend/irecv
+ * (messages above 16 KiB) through regMr/deregMr on one of its comms, caches
+ * the handles per address range, and passes them as mhandle.
  *
  * Version history: v1 had no tags, 64-byte handles, no PCI path and a bare
  * log callback.

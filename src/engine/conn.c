@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "engine/mailbox.h"
 #include "engine/progress.h"
+#include "engine/reg.h"
 #include "misc/log.h"
 #include "misc/param.h"
 #include "misc/socket.h"
@@ -126,7 +127,7 @@ collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** o
   const collNet_v2_t* net = collPeerNet(comm, peer);
   void* sc = NULL;
   for (;;) {
-    collResult_t r = net->connect(comm->netDev, comm->peers[peer].netHandle[comm->peerKind[peer]], &sc);
+    collResult_t r = net->connect(comm->netDev[comm->peerKind[peer]], collPeerHandle(comm, peer), &sc);
     if (r != collSuccess)
       return collSetError(r, "rank %d: cannot connect to rank %d on %s (channel %d): %s", comm->rank, peer,
                           comm->peers[peer].host, channel, collLastErrorMessage());
@@ -257,6 +258,7 @@ static void collConnClose(collComm_t comm, int peer, collResult_t (*fn)(void*), 
 
 void collEngineCloseConnsWhy(collComm_t comm, char* why, size_t whySize) {
   collMailboxMarkFailed(comm);
+  collEngineRegFree(comm); /* deregistration goes through the connections */
   if (!comm->conns || !comm->peerKind) return;
   for (int i = 0; i < comm->maxChannels * comm->nranks; i++) {
     int peer = i % comm->nranks;
@@ -268,7 +270,7 @@ void collEngineCloseConnsWhy(collComm_t comm, char* why, size_t whySize) {
   /* no connection is ever made again: the listeners go too, with whatever
    * waits in their backlog (a connection's memory travels with it), and
    * peers that try to connect now are refused at once */
-  for (int k = 0; k < COLL_NET_KINDS; k++)
+  for (int k = 0; k < COLL_NET_SLOTS; k++)
     if (comm->listenComms[k]) {
       comm->nets[k]->closeListen(comm->listenComms[k]);
       comm->listenComms[k] = NULL;

@@ -28,6 +28,7 @@
 #include "algorithms/patterns/renumber.h"
 #include "engine/mailbox.h"
 #include "engine/progress.h"
+#include "engine/reg.h"
 #include "engine/sig.h"
 #include "misc/log.h"
 #include "misc/param.h"
@@ -37,6 +38,7 @@
 
 typedef struct {
   void* req;
+  void* reg; /* registration of the buffer (engine/reg.h) until done */
   size_t stagingOff;
   uint8_t state; /* 0 not posted, 1 posted, 2 done */
 } collStepState;
@@ -125,6 +127,9 @@ static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, co
       }
     if (off > need) need = off;
   }
+  size_t scratchNeed = (size_t)s->scratchBlocks * run->sliceCount * x->esize;
+  if (need > ch->stagingBytes) collEngineRegForget(comm, ch->staging, ch->stagingBytes); /* moves */
+  if (scratchNeed > ch->scratchBytes) collEngineRegForget(comm, ch->scratch, ch->scratchBytes);
   if ((r = collGrow(&ch->staging, &ch->stagingBytes, need)) != collSuccess) return r;
   if ((r = collGrow(&ch->scratch, &ch->scratchBytes, (size_t)s->scratchBlocks * run->sliceCount * x->esize)) !=
       collSuccess)
@@ -190,11 +195,13 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
         *err = r;
         return 1;
       } else if (step->kind == COLL_STEP_SEND) {
-        r = net->isend(conn->sendComm, collRegionPtr(x, ch, run, &step->src), bytes, x->tag, NULL, &st[i].req);
-      } else if (step->kind == COLL_STEP_RECV) {
-        r = net->irecv(conn->recvComm, collRegionPtr(x, ch, run, &step->dst), bytes, x->tag, NULL, &st[i].req);
-      } else if (step->kind == COLL_STEP_RECV_REDUCE) {
-        r = net->irecv(conn->recvComm, ch->staging + st[i].stagingOff, bytes, x->tag, NULL, &st[i].req);
+        char* p = collRegionPtr(x, ch, run, &step->src);
+        r = net->isend(conn->sendComm, p, bytes, x->tag,
+                       collEngineReg(comm, step->peer, conn->sendComm, p, bytes, &st[i].reg), &st[i].req);
+      } else if (step->kind == COLL_STEP_RECV || step->kind == COLL_STEP_RECV_REDUCE) {
+        char* p = step->kind == COLL_STEP_RECV ? collRegionPtr(x, ch, run, &step->dst) : ch->staging + st[i].stagingOff;
+        r = net->irecv(conn->recvComm, p, bytes, x->tag,
+                       collEngineReg(comm, step->peer, conn->recvComm, p, bytes, &st[i].reg), &st[i].req);
       } else if (step->kind == COLL_STEP_COPY) {
         memmove(collRegionPtr(x, ch, run, &step->dst), collRegionPtr(x, ch, run, &step->src), bytes);
         st[i].state = 2;
@@ -230,6 +237,7 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
       if (done) {
         st[i].state = 2;
         progressed = 1;
+        collEngineRegDone(comm, step->peer, &st[i].reg);
         if (isRecv && tag != x->tag) {
           *err = collSigMismatch(comm, step->peer, tag, x->tag, x->sig);
           return 1;
@@ -277,7 +285,9 @@ static const char* collFuncName(collFunc fn) {
 }
 
 /* Runs op (already checked and signed) through its schedule. */
-static collResult_t collRunSched(collComm_t comm, const collOp* op, uint64_t tag, const collSig* sig) {
+/* obsOp: the user's call, recorded with the algorithm (NULL: already was). */
+static collResult_t collRunSched(collComm_t comm, const collOp* op, const collOp* obsOp, uint64_t tag,
+                                 const collSig* sig) {
   collExec x;
   memset(&x, 0, sizeof x);
   x.op = op;
@@ -309,7 +319,7 @@ static collResult_t collRunSched(collComm_t comm, const collOp* op, uint64_t tag
   x.sliceElems = op->fn == COLL_FN_ALLREDUCE ? chunkElems * (size_t)comm->nranks : chunkElems;
   x.nslices = (x.blockCount + x.sliceElems - 1) / x.sliceElems;
   x.nch = x.nslices < (size_t)tune.nchannels ? (int)x.nslices : tune.nchannels;
-  collObsOpAlgo(comm, collObsAlgoId(x.algo), x.nch, tune.chunkBytes);
+  if (obsOp) collObsOpAlgo(comm, obsOp, collObsAlgoId(x.algo), x.nch, tune.chunkBytes);
   collChanRun runs[64];
   collResult_t err = collSuccess;
   for (int c = 0; c < x.nch && err == collSuccess; c++) {
@@ -398,7 +408,7 @@ static collResult_t collRunStaged(collComm_t comm, const collOp* op, uint64_t ta
     w.count = m;
     w.sendbuff = comm->stage;
     w.recvbuff = result;
-    collResult_t r = collRunSched(comm, &w, tag, sig);
+    collResult_t r = collRunSched(comm, &w, off == 0 ? op : NULL, tag, sig);
     if (r != collSuccess) return r;
     if (!hasResult) continue;
     if (wide) collReduceNarrow(recv + off * es, (const float*)result, m, op->dtype, op->op == collAvg ? n : 1);
@@ -416,11 +426,11 @@ static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
   if (op->count == 0) return collSuccess;
   if (collMailboxFits(comm, op)) {
     collTunerNoteMailbox(comm, op->fn, op->count, op->dtype);
-    collObsOpAlgo(comm, COLL_OBS_ALGO_MAILBOX, 1, 0);
+    collObsOpAlgo(comm, op, COLL_OBS_ALGO_MAILBOX, 1, 0);
     return collMailboxRun(comm, op, tag, &sig);
   }
   if (wide || (op->op == collAvg && collHalfReducing(op))) return collRunStaged(comm, op, tag, &sig, wide);
-  collResult_t r = collRunSched(comm, op, tag, &sig);
+  collResult_t r = collRunSched(comm, op, op, tag, &sig);
   int hasResult = op->fn == COLL_FN_ALLREDUCE || op->fn == COLL_FN_REDUCESCATTER ||
                   (op->fn == COLL_FN_REDUCE && comm->rank == op->root);
   if (r == collSuccess && op->op == collAvg && hasResult)

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "engine/progress.h"
+#include "engine/reg.h"
 #include "engine/sig.h"
 #include "misc/log.h"
 #include "obs/obs.h"
@@ -27,6 +28,7 @@ typedef struct {
   int qi;      /* current transfer */
   size_t k;    /* current slice of it */
   void* req;
+  void* reg;   /* registration of the slice's buffer (engine/reg.h) until done */
 } collLane;
 
 static size_t collP2pBytes(const collOp* o) { return o->count * collTypeSize(o->dtype); }
@@ -82,8 +84,9 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
     collSig sig;
     uint64_t tag = collP2pTag(comm, o, &sig), rtag = 0;
     if (!l->req) {
-      collResult_t r = l->isRecv ? net->irecv(nc, (char*)o->recvbuff + off, len, tag, NULL, &l->req)
-                                 : net->isend(nc, (const char*)o->sendbuff + off, len, tag, NULL, &l->req);
+      char* p = l->isRecv ? (char*)o->recvbuff + off : (char*)(uintptr_t)o->sendbuff + off;
+      void* mh = collEngineReg(comm, l->peer, nc, p, len, &l->reg);
+      collResult_t r = l->isRecv ? net->irecv(nc, p, len, tag, mh, &l->req) : net->isend(nc, p, len, tag, mh, &l->req);
       if (r != collSuccess) {
         *err = collSetError(r, "rank %d: posting to rank %d (%s) failed: %s", comm->rank, l->peer,
                             collCommPeerHost(comm, l->peer), collLastErrorMessage());
@@ -111,6 +114,7 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
       collIdleAdd(idle, net, nc, l->isRecv ? POLLIN : POLLOUT);
       break;
     }
+    collEngineRegDone(comm, l->peer, &l->reg);
     if (l->isRecv && rtag != tag) {
       *err = collSigMismatch(comm, l->peer, rtag, tag, &sig);
       return 1;

@@ -7,7 +7,7 @@
  *   ib_connect.c  listen/connect/accept, the TCP side channel, QP states,
  *                 the service routine (incoming connections, CQ and async events)
  *   ib_data.c     isend/irecv/test: the clear-to-send FIFO, eager slots, RDMA writes
- *   ib_regcache.c registrations of user buffers (generic, by address range)
+ *   (src/engine/regcache.c: the generic registration cache by address range)
  *   ib.c          the collNet_v2_t table
  *
  * Protocol. A connection is a TCP socket (the side channel: handshake, then
@@ -48,7 +48,7 @@
 #include <stdint.h>
 
 #include "coll_net.h"
-#include "ib_regcache.h"
+#include "engine/regcache.h"
 #include "ib_verbs.h"
 #include "misc/socket.h"
 
