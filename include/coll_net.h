@@ -103,7 +103,10 @@ typedef struct collNet_v2 {
                         uint64_t tag, void* mhandle, void** request);
   /* Makes progress; *done = 1 when finished (request freed), *size = bytes
    * (receive: the message's length), *tag = the sender's tag (receive; the
-   * posted tag for a send). size and tag may be NULL. */
+   * posted tag for a send). size and tag may be NULL. A receive that fails
+   * because the message is larger than posted sets *tag to the sender's tag
+   * (so the engine can name the mismatched call); other failures leave *tag
+   * untouched. */
   collResult_t (*test)(void* request, int* done, size_t* size, uint64_t* tag);
   /* One-sided write into a peer's registered memory (RDMA); optional. */
   collResult_t (*iput)(void* sendComm, const void* data, size_t size,

@@ -110,6 +110,10 @@ struct collComm {
   char asyncMsg[1024];
   pthread_mutex_t errLock;
   uint64_t opCount;
+  uint32_t collSeq;  /* collectives run so far: the call number in their signature (engine/sig.h) */
+  char* stage;       /* working copy of float16/bfloat16 reductions (engine.c), kept between calls */
+  size_t stageBytes;
+  unsigned goneScan; /* next rank the connection wait checks for being gone (conn.c) */
   int initRunning;  /* non-blocking init thread still working (atomic) */
   int activeCalls;  /* threads inside API calls on this comm (atomic) */
   /* lifecycle and misuse (comm.c) */

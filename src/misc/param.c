@@ -87,6 +87,7 @@ static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
     [COLL_SPARAM_IB_HCA] = {"COLL_IB_HCA", NULL, "ib: HCAs and ports to use: prefix list, ^ excludes, = exact, :port (mlx5, =mlx5_0:1,mlx5_1:1, ^mlx5_2)"},
     [COLL_SPARAM_IB_LIB] = {"COLL_IB_LIB", "libibverbs.so.1", "ib: the libibverbs library to load (dlopen) when COLL_NET=ib"},
     [COLL_SPARAM_NET_PLUGIN] = {"COLL_NET_PLUGIN", NULL, "path of a transport plugin (.so exporting collNetPlugin_v2, include/coll_net.h); it becomes the default inter-node transport"},
+    [COLL_SPARAM_HALF_ACCUM] = {"COLL_HALF_ACCUM", "float", "float16/bfloat16 sum, prod and avg: float carries partial results in float32 (on the wire too) and rounds once; native rounds at every step and pre-multiplies avg inputs by 1/nranks (NCCL's bytes and speed)"},
 };
 
 static int64_t collIntValues[COLL_PARAM_COUNT_INT];

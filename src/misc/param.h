@@ -54,6 +54,7 @@ typedef enum {
   COLL_SPARAM_IB_HCA,        /* COLL_IB_HCA: HCAs/ports to use (NCCL_IB_HCA syntax) */
   COLL_SPARAM_IB_LIB,        /* COLL_IB_LIB: libibverbs to dlopen */
   COLL_SPARAM_NET_PLUGIN,    /* COLL_NET_PLUGIN: path of a transport plugin .so */
+  COLL_SPARAM_HALF_ACCUM,    /* COLL_HALF_ACCUM: float (default) or native: float16/bfloat16 partial results */
   COLL_SPARAM_COUNT
 } collStrParam;
 
