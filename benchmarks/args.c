@@ -151,6 +151,23 @@ static int launchTimeout(const benchOpts_t* o) {
   return (int)v;
 }
 
+/* COLL_TESTS_MIN_BW: GB/s the average bus bandwidth must reach (within 10 %),
+ * a number >= 0; unset: no check. Returns -1 after a message on a bad value. */
+static int minBusBw(double* out) {
+  const char* s = getenv("COLL_TESTS_MIN_BW");
+  *out = -1;
+  if (!s || !*s) return 0;
+  char* end;
+  double v = strtod(s, &end);
+  if (end == s || *end || !(v >= 0) || v > 1e9) {
+    fprintf(stderr, "invalid value '%s' for COLL_TESTS_MIN_BW (GB/s of average bus bandwidth, a number >= 0; "
+                    "unset it for no check)\n", s);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
 enum { OPT_CSV = 1000, OPT_SHOW_ALGO };
 
 int benchParseArgs(int argc, char** argv, benchOpts_t* o) {
@@ -299,5 +316,6 @@ int benchParseArgs(int argc, char** argv, benchOpts_t* o) {
     return -1;
   }
   if ((o->launchTimeout = launchTimeout(o)) < 0) return -1;
+  if (minBusBw(&o->minBusBw) != 0) return -1;
   return 0;
 }

@@ -78,6 +78,7 @@ typedef struct {
   const char* jsonPath; /* -J */
   const char* csvPath;  /* --csv */
   int launchTimeout;   /* -np: seconds, 0 = none */
+  double minBusBw;     /* COLL_TESTS_MIN_BW in GB/s; < 0: no check */
   char ignored[512];   /* flags accepted for nccl-tests' sake, and why ignored */
   const char* prog;
   int argc;

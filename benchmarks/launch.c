@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,10 +183,30 @@ static int readAll(int fd, void* buf, size_t len) {
   return 0;
 }
 
+/* COLL_TESTS_BIND=core: child p runs on the p-th CPU this process may use
+ * (as mpirun --bind-to core does while ranks <= cores), when there are at
+ * least as many CPUs as children; unset or none: the scheduler places it. */
+static void bindChild(int p, int nprocs) {
+  const char* b = getenv("COLL_TESTS_BIND");
+  if (!b || strcmp(b, "core") != 0) return;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) < nprocs) return;
+  for (int c = 0, k = 0; c < CPU_SETSIZE; c++) {
+    if (!CPU_ISSET(c, &set)) continue;
+    if (k++ != p) continue;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(c, &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) perror("coll-tests: COLL_TESTS_BIND: sched_setaffinity");
+    return;
+  }
+}
+
 /* Body of child process p: waits for the id, runs its ranks, exits. */
 static void childMain(const launchOpts_t* o, int p, int readFd, pid_t parent,
                       launchRankFn fn, void* arg) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
+  bindChild(p, o->nprocs);
   if (getppid() != parent) _exit(LAUNCH_FAILED);
   collUniqueId id;
   if (readAll(readFd, &id, sizeof(id)) != 0) _exit(LAUNCH_FAILED);

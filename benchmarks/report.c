@@ -348,8 +348,7 @@ static void closeFiles(rankCtx_t* ctx) {
 
 int reportEnd(rankCtx_t* ctx, double peakRssBytes) {
   double avg = ctx->bwCount ? ctx->bwSum / ctx->bwCount : 0;
-  const char* env = getenv("COLL_TESTS_MIN_BW");
-  double minBw = env ? atof(env) : -1;
+  double minBw = ctx->o->minBusBw;
   int bwFail = minBw >= 0 && avg < 0.9 * minBw;
   int rc = ctx->errors || bwFail ? LAUNCH_WRONG : LAUNCH_OK;
   if (ctx->rank != 0) return rc;

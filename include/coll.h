@@ -287,14 +287,20 @@ collResult_t collStreamDestroy(collStream_t stream);
 
 /* ------------------------------------------------------------------------ */
 /* Collectives. stream NULL = blocking call. All ranks must issue the same
- * collectives in the same order with the same count, datatype, op, root.   */
+ * collectives in the same order with the same count, datatype, op, root.
+ * Each message carries the call's signature: a rank that receives data of
+ * another call (collective, count, datatype, op, root, position in the
+ * sequence of collectives) fails with collInvalidUsage naming both calls;
+ * its peers fail at their next call at the latest (COLL_CHECK=1 compares
+ * before any data moves). float16/bfloat16 sum, prod and avg carry partial
+ * results in float32 and round once (COLL_HALF_ACCUM=native: per step).     */
 
 /** recvbuff[i] = op over ranks of sendbuff[i], for i < count, on every rank.
  *  sendbuff, recvbuff: count elements of datatype; in-place if equal.
  *  Algorithm: ring reduce-scatter + all-gather (Patarasuk & Yuan 2009).
  *  Errors: collInvalidArgument (NULL buffer with count > 0, bad datatype/op,
  *  byte size overflow), collInvalidUsage (destroyed/aborted comm, stream of
- *  another comm), collRemoteError, collTimeout. */
+ *  another comm, mismatched call), collRemoteError, collTimeout. */
 collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            collDataType_t datatype, collRedOp_t op,
                            collComm_t comm, collStream_t stream);
@@ -331,16 +337,16 @@ collResult_t collReduce(const void* sendbuff, void* recvbuff, size_t count,
                         collComm_t comm, collStream_t stream);
 
 /** Sends count elements to rank peer, matched by a collRecv of the same
- *  count on peer. Inside collGroupStart/End, sends and receives run
+ *  count and datatype on peer. Inside collGroupStart/End, sends and receives run
  *  concurrently. Errors: as collAllReduce, plus collInvalidArgument for a
  *  peer out of range. */
 collResult_t collSend(const void* sendbuff, size_t count,
                       collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream);
 
-/** Receives count elements from rank peer into recvbuff. A sender sending
- *  more than count elements is an error (collRemoteError on the receiver),
- *  never a write past recvbuff. Errors: as collSend. */
+/** Receives count elements from rank peer into recvbuff. A send of another
+ *  count or datatype is an error on the receiver (collInvalidUsage naming
+ *  both), never a write past recvbuff. Errors: as collSend. */
 collResult_t collRecv(void* recvbuff, size_t count, collDataType_t datatype,
                       int peer, collComm_t comm, collStream_t stream);
 
@@ -420,9 +426,7 @@ typedef struct {
   uint64_t bytes;       /* sum of count x type size as passed (all-gather:
                            sendcount, reduce-scatter: recvcount) */
   uint64_t timedCalls;  /* calls whose duration was measured: all, except
-                           through the mailbox (0.2 us calls): one in 64, and
-                           each that waited longer than ~1 us (timed from the
-                           start of that wait) */
+                           through the mailbox (0.2 us calls): one in 64 */
   uint64_t timeNs;      /* total duration of the timed calls */
 } collCollStats_t;
 
@@ -457,7 +461,8 @@ typedef struct {
   collRedOp_t op;
   int peer;             /* root (broadcast, reduce), peer (send, recv), else -1 */
   int nchannels;
-  int waitPeer;         /* the peer its last wait longer than ~1 us was on, -1: none */
+  int waitPeer;         /* the peer its last wait of two clock reads or more (~1 us
+                           of polling) was on, -1: none */
   int waitChannel, waitPhase, waitStep; /* the step of that wait (send/recv: phase =
                            operation of the batch) */
   double startUs;       /* wall clock (us since 1970) when it started, 0: not measured */

@@ -24,7 +24,12 @@
  *  - report failures with the callbacks' setError (the message reaches
  *    collGetLastError and the communicator's error) and return the code.
  * Third-party transports export `collNetPlugin_v2` (a collNet_v2_t) from a
- * shared object named by COLL_NET_PLUGIN.
+ * shared object named by COLL_NET_PLUGIN. A plugin is a network transport:
+ * it comes first in the list each pair of ranks picks from (before ib and
+ * tcp; shm keeps the pairs inside a node) and may be asked to connect any
+ * pair. coll registers the buffers it passes to a plugin's isend/irecv
+ * (messages above 16 KiB) through regMr/deregMr on one of its comms, caches
+ * the handles per address range, and passes them as mhandle.
  *
  * Version history: v1 had no tags, 64-byte handles, no PCI path and a bare
  * log callback.
@@ -98,7 +103,10 @@ typedef struct collNet_v2 {
                         uint64_t tag, void* mhandle, void** request);
   /* Makes progress; *done = 1 when finished (request freed), *size = bytes
    * (receive: the message's length), *tag = the sender's tag (receive; the
-   * posted tag for a send). size and tag may be NULL. */
+   * posted tag for a send). size and tag may be NULL. A receive that fails
+   * because the message is larger than posted sets *tag to the sender's tag
+   * (so the engine can name the mismatched call); other failures leave *tag
+   * untouched. */
   collResult_t (*test)(void* request, int* done, size_t* size, uint64_t* tag);
   /* One-sided write into a peer's registered memory (RDMA); optional. */
   collResult_t (*iput)(void* sendComm, const void* data, size_t size,

@@ -82,7 +82,7 @@ static void algorithms(void) {
 static void transports(void) {
   printf("\n== transports\n");
   const char* names[] = {"tcp", "loopback", "ib"};
-  const char* notes[] = {"", " (ranks as threads of one process)", " (COLL_NET=ib)"};
+  const char* notes[] = {"", " (ranks as threads of one process)", ""};
   for (int k = 0; k < 3; k++) {
     const collNet_v2_t* net = NULL;
     collResult_t r = collNetGetInter(names[k], &net);
@@ -105,6 +105,18 @@ static void transports(void) {
   }
   printf("%-9s CUDA P2P between the GPUs of a node, for GPU buffers (driver %s loaded at first use)\n", "p2p",
          collParamStr(COLL_SPARAM_CUDA_LIBRARY));
+  /* what a communicator created now would use: each pair takes the first of
+   * these that both ranks have and that accepts the pair */
+  collNetList list;
+  const char* forced = collParamStr(COLL_SPARAM_NET);
+  if (collNetGetList(forced, &list) != collSuccess) {
+    printf("order    for a new communicator: %s\n", collGetLastError(NULL));
+    return;
+  }
+  printf("order    for a new communicator (COLL_NET=%s), first that fits each pair:", forced ? forced : "unset");
+  for (int k = 0; k < COLL_NET_SLOTS; k++)
+    if (list.nets[k]) printf(" %s%s", list.nets[k]->name, k == COLL_NET_INTRA ? " (same node)" : "");
+  printf("\n");
 }
 
 static void topology(void) {

@@ -12,6 +12,7 @@ new_group):
 """
 import datetime
 import os
+import sys
 import threading
 import time
 import weakref
@@ -35,6 +36,33 @@ def _any_source_enabled():  # read when a group is created
 
 def _opt(opts, name, default):
     return getattr(opts, name, default) if opts is not None else default
+
+
+def _unwrapped_code(fn):
+    while hasattr(fn, "__wrapped__"):  # torch 2.x decorates its collectives
+        fn = fn.__wrapped__
+    return getattr(fn, "__code__", None)
+
+
+_c10d_all_reduce_code = _unwrapped_code(dist.distributed_c10d.all_reduce)
+_c10d_broadcast_code = _unwrapped_code(dist.distributed_c10d.broadcast)
+_c10d_barrier_code = _unwrapped_code(dist.distributed_c10d.barrier)
+
+
+def _blocking_call(opts, code):
+    """True when the caller waits for the operation right after issuing it:
+    torch 2.x says so in opts.asyncOp; torch 1.13 has no such field, and
+    there the caller is torch.distributed's own function (frame `code`) with
+    async_op=False.  Anything else (DDP's reducer, async_op=True, a direct
+    call) counts as asynchronous."""
+    a = getattr(opts, "asyncOp", None) if opts is not None else None
+    if a is not None:
+        return not a
+    try:
+        f = sys._getframe(3)  # here <- _submit_or_run <- the collective method <- its caller
+    except ValueError:
+        return False
+    return f.f_code is code and f.f_locals.get("async_op") is False
 
 
 def _flat(lists):
@@ -133,6 +161,17 @@ class ProcessGroupColl(_ProcessGroup):
         self._eng.submit(issue, [(fut, result)], finalize, keep, group, [work])
         return work
 
+    def _submit_or_run(self, opts, code, issue, result, finalize=None, keep=None):
+        """A blocking call (see _blocking_call; `code` is the torch.distributed
+        function whose frame calls us on torch 1.13) runs at once on the NULL
+        stream (_Engine.run_blocking) when nothing is in flight; anything
+        else goes to the stream.  issue(s) makes the coll call on stream s."""
+        if _blocking_call(opts, code):
+            work = self._eng.run_blocking(issue, result, finalize, CollWork)
+            if work is not None:
+                return work
+        return self._submit(issue, result, finalize, keep)
+
     def _p2p(self, src, dst, buf, result, finalize):
         fut = torch.futures.Future()
         work = CollWork(fut)
@@ -170,8 +209,8 @@ class ProcessGroupColl(_ProcessGroup):
         comm, stream = self._comm(), self._eng.stream
         keep.append(buf)
 
-        def issue():
-            _lib.check(_lib.lib.collAllReduce(_ptr(buf), _ptr(buf), count, ctype, cop, comm, stream), what)
+        def issue(s=stream):  # s=None: the blocking fast path (_Engine.run_blocking)
+            _lib.check(_lib.lib.collAllReduce(_ptr(buf), _ptr(buf), count, ctype, cop, comm, s), what)
         return issue
 
     def allreduce(self, tensors, opts=None):
@@ -181,7 +220,7 @@ class ProcessGroupColl(_ProcessGroup):
             return self._sparse_allreduce(t, op)
         outs, keep = _Outs(self), []
         issue = self._issue_allreduce(t, op, "allreduce", outs, keep, None)
-        return self._submit(issue, list(tensors), outs.finish, keep)
+        return self._submit_or_run(opts, _c10d_all_reduce_code, issue, list(tensors), outs.finish, keep)
 
     def allreduce_sparse(self, tensors, opts=None):  # torch 2.x routes sparse tensors here
         return self._sparse_allreduce(self._one(tensors, "allreduce_sparse"),
@@ -238,9 +277,9 @@ class ProcessGroupColl(_ProcessGroup):
         buf = outs.buf(t, "broadcast", init=(root == self._rank))
         comm, stream, n = self._comm(), self._eng.stream, _nbytes(buf)
 
-        def issue():
-            _lib.check(_lib.lib.collBroadcast(_ptr(buf), _ptr(buf), n, _lib.UINT8, root, comm, stream), "broadcast")
-        return self._submit(issue, list(tensors), outs.finish, [buf])
+        def issue(s=stream):
+            _lib.check(_lib.lib.collBroadcast(_ptr(buf), _ptr(buf), n, _lib.UINT8, root, comm, s), "broadcast")
+        return self._submit_or_run(opts, _c10d_broadcast_code, issue, list(tensors), outs.finish, [buf])
 
     def _check_rank(self, r, what):
         if not isinstance(r, int) or r < 0 or r >= self._size:
@@ -418,9 +457,9 @@ class ProcessGroupColl(_ProcessGroup):
     def barrier(self, opts=None):
         comm, stream = self._comm(), self._eng.stream
 
-        def issue():
-            _lib.check(_lib.lib.collBarrier(comm, stream), "barrier")
-        return self._submit(issue, [])
+        def issue(s=stream):
+            _lib.check(_lib.lib.collBarrier(comm, s), "barrier")
+        return self._submit_or_run(opts, _c10d_barrier_code, issue, [])
 
     # -- point to point: one channel (two-rank communicator + thread) per direction, see _Channel.
     # Messages of one direction are matched in order; tags are not used.

@@ -292,25 +292,32 @@ void collCommRefineAsyncError(collComm_t comm, const char* msg) {
 static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, const char* netName) {
   int n = comm->nranks;
   collSocketSetRootHint(&id->root); /* interfaces: prefer the one that reaches the root */
-  collResult_t r = collNetGetInter(netName, &comm->nets[COLL_NET_INTER]);
+  collNetList list;
+  collResult_t r = collNetGetList(netName, &list);
   if (r != collSuccess) return r;
-  comm->nets[COLL_NET_INTRA] = collNetGetIntra(comm->nets[COLL_NET_INTER]);
-  comm->netDev = 0;
   comm->peers = calloc((size_t)n, sizeof(collPeerInfo));
   comm->peerKind = calloc((size_t)n, 1);
   comm->rankNode = calloc((size_t)n, sizeof(int));
   if (!comm->peers || !comm->peerKind || !comm->rankNode) return collSetError(collSystemError, "init: out of memory");
   collPeerInfo* me = &comm->peers[comm->rank];
-  for (int k = 0; k < COLL_NET_KINDS; k++) {
-    if (!comm->nets[k]) continue;
-    r = comm->nets[k]->listen(comm->netDev, me->netHandle[k], &comm->listenComms[k]);
-    if (r != collSuccess && k == COLL_NET_INTRA) { /* fall back to the inter-node transport */
-      COLL_INFO(COLL_SUB_INIT, "rank %d: %s transport unavailable (%s); using %s inside the node", comm->rank,
-                comm->nets[k]->name, collLastErrorMessage(), comm->nets[COLL_NET_INTER]->name);
-      comm->nets[k] = NULL;
+  for (int k = 0; k < COLL_NET_SLOTS; k++) {
+    const collNet_v2_t* net = list.nets[k];
+    if (!net) continue;
+    comm->netDev[k] = collNetPickDev(net, comm->rank);
+    r = net->listen(comm->netDev[k], me->netHandle[k], &comm->listenComms[k]);
+    int later = 0; /* a network transport after this one */
+    for (int j = k + 1; j < COLL_NET_SLOTS; j++) later |= list.nets[j] != NULL;
+    if (r != collSuccess && (k == COLL_NET_INTRA || later)) { /* the next transport carries its pairs */
+      COLL_INFO(COLL_SUB_INIT, "rank %d: %s transport unavailable (%s); the next one in the list carries its pairs",
+                comm->rank, net->name, collLastErrorMessage());
+      collClearError();
+      list.nets[k] = NULL;
       continue;
     }
     if (r != collSuccess) return r;
+    comm->nets[k] = net;
+    comm->netReg[k] = (uint8_t)list.needsReg[k];
+    me->netId[k] = collNetId(net->name);
   }
   me->hasIntra = comm->nets[COLL_NET_INTRA] != NULL;
   /* the rendezvous and the allgathers of init are bounded by COLL_INIT_TIMEOUT,
@@ -330,22 +337,12 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
       return collSetError(collInvalidUsage, "rank %d on %s runs coll version %u, this rank runs %d", i,
                           comm->peers[i].host, comm->peers[i].version, COLL_VERSION_CODE);
   collTopoNodes(comm);
+  if ((r = collNetPickPairs(comm, &list)) != collSuccess) return r;
   if ((r = collTopoInit(comm)) != collSuccess) return r;
-  for (int i = 0; i < n; i++)
-    comm->peerKind[i] = me->hasIntra && comm->peers[i].hasIntra && comm->rankNode[i] == comm->node ? COLL_NET_INTRA
-                                                                                                   : COLL_NET_INTER;
-  /* every peer (self too) talks over the intra-node transport: the network
-   * listener would only hold a port (thousands of live communicators) */
-  int needInter = 0;
-  for (int i = 0; i < n && !needInter; i++) needInter = comm->peerKind[i] == COLL_NET_INTER;
-  if (!needInter && comm->listenComms[COLL_NET_INTER]) {
-    comm->nets[COLL_NET_INTER]->closeListen(comm->listenComms[COLL_NET_INTER]);
-    comm->listenComms[COLL_NET_INTER] = NULL;
-  }
   int64_t spin = collParamInt(COLL_PARAM_SPIN);
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
-  /* more ranks than cores: wait with sched_yield() (a peer that has work gets
-   * the core at once) instead of spinning, then sleep as usual */
+  /* more ranks than cores: waits yield at once (a peer that has work gets
+   * the core) instead of polling first, then sleep as usual (progress.c) */
   comm->yieldWait = spin < 0 && comm->kernelRanks > cores;
   comm->spinUs = spin >= 0 ? (int)spin : 1000;
   comm->conns = calloc((size_t)comm->maxChannels * (size_t)n, sizeof(collConn));
@@ -357,8 +354,8 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
   if ((r = collMailboxInit(comm)) != collSuccess) return r;
   if ((r = collObsStart(comm)) != collSuccess) return r;
   if (comm->rank == 0) collParamDump();
-  collNetProperties_t props;
-  comm->nets[COLL_NET_INTER]->getProperties(comm->netDev, &props);
+  char pairs[512];
+  collNetPairsText(comm, pairs, sizeof pairs);
   /* what is fixed at init, and what the tuner picks per call instead */
   int fixCh = collParamIsSet(COLL_PARAM_NCHANNELS), fixChunk = collParamIsSet(COLL_PARAM_CHUNKSIZE);
   char fixedNote[112] = "";
@@ -372,14 +369,13 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
   const char* picked = fixCh && fixChunk ? "" : fixCh ? " and chunk size" : fixChunk ? " and channel count"
                                                                                    : ", channel count and chunk size";
   COLL_INFO(COLL_SUB_INIT,
-            "rank %d/%d pid %d on %s: node %d of %d, local rank %d of %d; inter-node %s (%s), intra-node %s; "
+            "rank %d/%d pid %d on %s: node %d of %d, local rank %d of %d; transports: %s; "
             "the tuner picks the algorithm%s per collective call (COLL_DEBUG_SUBSYS=TUNE, allreduce_perf "
             "--show_algo 1 and coll_info show its choices)%s; send/recv: %d channels, chunk %zu bytes; timeout %d s; "
             "waits spin %d us%s",
             comm->rank, n, (int)getpid(), collHostName(), comm->node, comm->nnodes, comm->localRank,
-            comm->localRanks, comm->nets[COLL_NET_INTER]->name, props.name,
-            comm->nets[COLL_NET_INTRA] ? comm->nets[COLL_NET_INTRA]->name : comm->nets[COLL_NET_INTER]->name,
-            picked, fixedNote, comm->nchannels, comm->chunkBytes, comm->timeoutSec, comm->spinUs,
+            comm->localRanks, pairs, picked, fixedNote, comm->nchannels, comm->chunkBytes, comm->timeoutSec,
+            comm->spinUs,
             comm->yieldWait ? ", yielding the CPU between polls (more ranks than cores), then sleep" : ", then sleep");
   comm->boot.timeoutSec = comm->timeoutSec;
   return collSuccess;
@@ -397,7 +393,7 @@ static void collCommFreeResources(collComm_t comm) {
   collEngineFree(comm);
   collMailboxFree(comm);
   collTunerFree(comm);
-  for (int k = 0; k < COLL_NET_KINDS; k++)
+  for (int k = 0; k < COLL_NET_SLOTS; k++)
     if (comm->listenComms[k]) comm->nets[k]->closeListen(comm->listenComms[k]);
   collBootClose(&comm->boot, NULL);
   collTopoFree(comm);

@@ -16,18 +16,24 @@
 #define COLL_MAX_CHANNELS 64
 #define COLL_TUNE_MAX_CHANNELS 4 /* channel counts the tuner tries: 1, 2, 4 */
 
-/* Transport kinds: between nodes (tcp, later ib) and inside a node (shm). */
-enum { COLL_NET_INTER = 0, COLL_NET_INTRA = 1, COLL_NET_KINDS = 2 };
+/* A communicator's transports, in order of preference (core/net.h): slot 0
+ * is the intra-node transport (shm; NULL when off), then the network
+ * transports (a COLL_NET_PLUGIN transport, ib, tcp; or the one COLL_NET
+ * names). Each pair of ranks uses the first slot both published whose
+ * canConnect accepts the pair (collNetPairSlot). */
+#define COLL_NET_SLOTS 4
+enum { COLL_NET_INTRA = 0 };
 
 typedef struct {
   int32_t rank;
   int32_t pid;
   uint32_t version;
-  uint32_t hasIntra; /* published an intra-node handle */
+  uint32_t hasIntra; /* published an intra-node handle (slot 0) */
   uint64_t hostHash;
   uint64_t kernelHash; /* boot id: ranks that share a kernel share its cores */
   char host[COLL_HOST_LEN];
-  char netHandle[COLL_NET_KINDS][COLL_NET_HANDLE_BYTES];
+  uint64_t netId[COLL_NET_SLOTS]; /* per slot: hash of the transport's name (collNetId), 0: none published */
+  char netHandle[COLL_NET_SLOTS][COLL_NET_HANDLE_BYTES];
 } collPeerInfo;
 
 typedef struct {
@@ -67,10 +73,13 @@ struct collComm {
   uint64_t commHash;
   collBootstrap boot;
   collPeerInfo* peers;
-  const collNet_v2_t* nets[COLL_NET_KINDS]; /* [INTRA] NULL when unavailable */
-  void* listenComms[COLL_NET_KINDS];
-  uint8_t* peerKind; /* [nranks]: COLL_NET_INTER or COLL_NET_INTRA */
-  int netDev;
+  const collNet_v2_t* nets[COLL_NET_SLOTS]; /* ordered transports; NULL: slot unused */
+  void* listenComms[COLL_NET_SLOTS];
+  uint8_t* peerKind; /* [nranks]: the slot of nets[] that carries traffic with each rank */
+  int netDev[COLL_NET_SLOTS]; /* device of each transport this rank listens and connects on */
+  int interSlot;     /* the network transport of most of this rank's pairs (its NIC: topology, tuner) */
+  uint8_t netReg[COLL_NET_SLOTS]; /* the transport needs registered memory (engine/reg.h) */
+  struct collEngineReg* reg;      /* registration caches (engine/reg.c); NULL until first needed */
   /* node layout (ranks grouped by host hash, COLL_HOSTID overrides) */
   int* rankNode;     /* [nranks]: node index, numbered by first rank */
   int nnodes, node, localRank;
@@ -78,6 +87,7 @@ struct collComm {
   struct collTunerState* tuner; /* cost model inputs, plugin, decision cache (src/tuner) */
   struct collMailbox* mailbox;  /* one-shot small collectives inside a node (engine/mailbox.h); NULL: none */
   struct collObs* obs;          /* counters, flight recorder, trace, profiler (src/obs/obs.h) */
+  int obsEvents;                /* obs->events, here for the engine's one test per launch */
   int nchannels;    /* default channel count (point-to-point striping) */
   int maxChannels;  /* channels the tuner may use; conns/channels size */
   collConn* conns; /* [maxChannels * nranks] */
@@ -87,7 +97,12 @@ struct collComm {
   int kernelRanks; /* ranks on this kernel, >= localRanks: emulated nodes (network
                       namespaces, containers, COLL_HOSTID) share the cores */
   int spinUs;      /* polling time before sleeping, see COLL_SPIN_US */
-  int yieldWait;   /* oversubscribed: sched_yield() between polls while spinning */
+  int yieldWait;   /* oversubscribed: waits yield from their first idle poll */
+  /* adaptive waiting (engine/progress.c), used by the thread running the engine */
+  double waitPureSec;     /* the polling-without-yield window of the next wait */
+  int waitEscalated;      /* the last wait: 0 never idle, 1 ended inside that window, 2 outlasted it */
+  double waitBusyUntil;   /* until then waits sleep after that window instead of yielding */
+  double waitBusyBackoff; /* the length of that period, doubled by each long yield that ends one */
   int checkCalls;  /* COLL_CHECK: verify call signatures across ranks */
   size_t chunkBytes;
   volatile int abortFlag;
@@ -95,6 +110,10 @@ struct collComm {
   char asyncMsg[1024];
   pthread_mutex_t errLock;
   uint64_t opCount;
+  uint32_t collSeq;  /* collectives run so far: the call number in their signature (engine/sig.h) */
+  char* stage;       /* working copy of float16/bfloat16 reductions (engine.c), kept between calls */
+  size_t stageBytes;
+  unsigned goneScan; /* next rank the connection wait checks for being gone (conn.c) */
   int initRunning;  /* non-blocking init thread still working (atomic) */
   int activeCalls;  /* threads inside API calls on this comm (atomic) */
   /* lifecycle and misuse (comm.c) */
@@ -172,6 +191,14 @@ void collStreamUnregister(collStream_t s);
 /* The transport that carries traffic with `peer`. */
 static inline const collNet_v2_t* collPeerNet(const struct collComm* comm, int peer) {
   return comm->nets[comm->peerKind[peer]];
+}
+/* The handle `peer` published for the transport of the pair (its slot of
+ * the same transport may differ from this rank's). */
+static inline const char* collPeerHandle(const struct collComm* comm, int peer) {
+  uint64_t id = comm->peers[comm->rank].netId[comm->peerKind[peer]];
+  for (int s = 0; s < COLL_NET_SLOTS; s++)
+    if (comm->peers[peer].netId[s] == id) return comm->peers[peer].netHandle[s];
+  return comm->peers[peer].netHandle[0]; /* not reached: the pair's slot was chosen from both lists */
 }
 /* Calls fn(comm, arg) for every live communicator of this process, with
  * the registry lock held (no communicator is freed meanwhile; fn must not

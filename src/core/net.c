@@ -1,15 +1,19 @@
-/* net.c - the table of transports and their one-time initialization, and
- * the COLL_NET_PLUGIN loader (a shared object exporting collNetPlugin_v2). */
+/* net.c - the table of transports and their one-time initialization, the
+ * ordered transport list of a communicator and the choice per pair of ranks
+ * (net.h), and the COLL_NET_PLUGIN loader (a shared object exporting
+ * collNetPlugin_v2). */
 #include "core/net.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "misc/log.h"
 #include "misc/param.h"
+#include "topo/topo.h"
 #if COLL_HAVE_IB
 #include "transports/ib/ib.h"
 #endif
@@ -148,4 +152,225 @@ const collNet_v2_t* collNetGetIntra(const collNet_v2_t* inter) {
   int ok = collIntraState == 1;
   pthread_mutex_unlock(&collNetLock);
   return ok ? &collNetShm : NULL;
+}
+
+/* ---- the ordered list and the choice per pair ------------------------------ */
+static int collCanSameNode(const collPeerInfo* a, const collPeerInfo* b, int sameNode) {
+  (void)a;
+  (void)b;
+  return sameNode;
+}
+
+/* Network transports (tcp, ib, plugins) connect any pair. */
+static int collCanAny(const collPeerInfo* a, const collPeerInfo* b, int sameNode) {
+  (void)a;
+  (void)b;
+  (void)sameNode;
+  return 1;
+}
+
+uint64_t collNetId(const char* name) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a */
+  for (const char* p = name; p && *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+  return h ? h : 1;
+}
+
+#if COLL_HAVE_IB
+/* ib as a default network transport: probed once per process (the result
+ * of a failed probe is kept: no dlopen and device scan per communicator). */
+static int collIbProbe; /* 0 untried, 1 usable, -1 not */
+
+static const collNet_v2_t* collNetProbeIb(void) {
+  pthread_mutex_lock(&collNetLock);
+  int st = collIbProbe;
+  pthread_mutex_unlock(&collNetLock);
+  if (st == 0) {
+    const collNet_v2_t* ib = NULL;
+    int ndev = 0;
+    int quiet = collQuietErrors(1); /* the INFO line below says it once */
+    collResult_t r = collNetGetInter("ib", &ib);
+    if (r == collSuccess && (r = ib->devices(&ndev)) == collSuccess && ndev <= 0)
+      r = collSetError(collSystemError, "no usable port");
+    collQuietErrors(quiet);
+    st = r == collSuccess ? 1 : -1;
+    if (r != collSuccess) {
+      COLL_INFO(COLL_SUB_INIT, "ib transport not used (%s); tcp carries the traffic between nodes (COLL_NET=ib "
+                "makes this an error)", collLastErrorMessage());
+      collClearError();
+    }
+    pthread_mutex_lock(&collNetLock);
+    collIbProbe = st;
+    pthread_mutex_unlock(&collNetLock);
+  }
+  return st == 1 ? &collNetIb : NULL;
+}
+#endif
+
+void collNetForgetIb(void) {
+  pthread_mutex_lock(&collNetLock);
+#if COLL_HAVE_IB
+  collIbProbe = 0;
+  for (int i = 0; i < COLL_NINTER; i++)
+    if (collInterNets[i] == &collNetIb) collInterReady[i] = 0;
+#endif
+  pthread_mutex_unlock(&collNetLock);
+}
+
+/* Which transports of the list take registered memory from the engine. */
+static collResult_t collNetMarkReg(collNetList* l) {
+  for (int k = 0; k < COLL_NET_SLOTS; k++)
+    l->needsReg[k] = l->nets[k] && l->nets[k] != &collNetTcp && l->nets[k] != &collNetShm &&
+                     l->nets[k] != &collNetLoopback;
+  return collSuccess;
+}
+
+collResult_t collNetGetList(const char* name, collNetList* out) {
+  memset(out, 0, sizeof *out);
+  const collNet_v2_t* net = NULL;
+  collResult_t r = collNetGetInter(name, &net); /* the named one, or the plugin, or tcp */
+  if (r != collSuccess) return r;
+  int k = 1;
+  out->forced = name != NULL;
+  out->nets[0] = collNetGetIntra(net);
+  out->canConnect[0] = collCanSameNode;
+  out->nets[k] = net;
+  out->canConnect[k++] = collCanAny;
+  if (name) return collNetMarkReg(out);
+#if COLL_HAVE_IB
+  const collNet_v2_t* ib = collNetProbeIb();
+  if (ib && ib != net) {
+    out->nets[k] = ib;
+    out->canConnect[k++] = collCanAny;
+  }
+#endif
+  if (net != &collNetTcp) { /* a plugin came first */
+    const collNet_v2_t* tcp = NULL;
+    if ((r = collNetGetInter("tcp", &tcp)) != collSuccess) return r;
+    if (tcp != net) {
+      out->nets[k] = tcp;
+      out->canConnect[k++] = collCanAny;
+    }
+  } else if (k == 3) { /* ib before tcp */
+    out->nets[1] = out->nets[2];
+    out->nets[2] = net;
+  }
+  return collNetMarkReg(out);
+}
+
+int collNetPairSlot(const collNetList* list, const collPeerInfo* infos, int me, int peer, int sameNode) {
+  const collPeerInfo* lo = &infos[me < peer ? me : peer];
+  const collPeerInfo* hi = &infos[me < peer ? peer : me];
+  const collPeerInfo* mine = &infos[me];
+  for (int s = 0; s < COLL_NET_SLOTS; s++) {
+    uint64_t id = lo->netId[s];
+    int inHi = 0, my = -1;
+    for (int t = 0; id && t < COLL_NET_SLOTS; t++) {
+      if (hi->netId[t] == id) inHi = 1;
+      if (mine->netId[t] == id && list->nets[t]) my = t;
+    }
+    if (inHi && my >= 0 && list->canConnect[my](lo, hi, sameNode)) return my;
+  }
+  return -1;
+}
+
+int collNetPickDev(const collNet_v2_t* net, int rank) {
+  enum { MAXDEV = 64 };
+  int ndev = 0;
+  if (net->devices(&ndev) != collSuccess || ndev <= 1) {
+    collClearError();
+    return 0;
+  }
+  if (ndev > MAXDEV) ndev = MAXDEV;
+  collNetProperties_t* props = calloc((size_t)ndev, sizeof *props);
+  const char* paths[MAXDEV];
+  if (!props) return 0;
+  for (int d = 0; d < ndev; d++) {
+    if (net->getProperties(d, &props[d]) != collSuccess) {
+      collClearError();
+      memset(&props[d], 0, sizeof props[d]);
+    }
+    paths[d] = props[d].pciPath;
+  }
+  char why[200];
+  int dev = collTopoPickNetDev(paths, ndev, rank, why, sizeof why);
+  COLL_INFO(COLL_SUB_INIT, "rank %d: %s device %d of %d, %s: nearest to the rank: %s", rank, net->name, dev, ndev,
+            props[dev].name, why);
+  free(props);
+  return dev;
+}
+
+/* Names of the transports a rank published, for messages. */
+static void collNetNames(collComm_t comm, const collPeerInfo* p, char* buf, size_t size) {
+  size_t off = 0;
+  buf[0] = 0;
+  for (int s = 0; s < COLL_NET_SLOTS && off < size; s++) {
+    if (!p->netId[s]) continue;
+    const char* name = NULL;
+    for (int k = 0; k < COLL_NET_SLOTS; k++)
+      if (comm->nets[k] && collNetId(comm->nets[k]->name) == p->netId[s]) name = comm->nets[k]->name;
+    if (name)
+      off += (size_t)snprintf(buf + off, size - off, "%s%s", off ? ", " : "", name);
+    else
+      off += (size_t)snprintf(buf + off, size - off, "%sone unknown here (id %016llx)", off ? ", " : "",
+                              (unsigned long long)p->netId[s]);
+  }
+  if (!off) snprintf(buf, size, "none");
+}
+
+collResult_t collNetPickPairs(collComm_t comm, const collNetList* list) {
+  int n = comm->nranks, used[COLL_NET_SLOTS] = {0};
+  for (int i = 0; i < n; i++) {
+    int s = collNetPairSlot(list, comm->peers, comm->rank, i, comm->rankNode[i] == comm->node);
+    if (s < 0) {
+      char mine[160], theirs[160];
+      collNetNames(comm, &comm->peers[comm->rank], mine, sizeof mine);
+      collNetNames(comm, &comm->peers[i], theirs, sizeof theirs);
+      return collSetError(collSystemError,
+                          "rank %d: no transport connects it with rank %d (%s): this rank has %s, rank %d has %s "
+                          "(COLL_NET, COLL_SHM_DISABLE, COLL_NET_PLUGIN must allow a common one)",
+                          comm->rank, i, comm->peers[i].host, mine, i, theirs);
+    }
+    comm->peerKind[i] = (uint8_t)s;
+    used[s]++;
+  }
+  comm->interSlot = -1;
+  for (int k = 1; k < COLL_NET_SLOTS; k++)
+    if (comm->nets[k] && (comm->interSlot < 0 || used[k] > used[comm->interSlot])) comm->interSlot = k;
+  /* a transport no pair uses would only hold a listener (a port, fds) */
+  for (int k = 0; k < COLL_NET_SLOTS; k++)
+    if (!used[k] && comm->listenComms[k]) {
+      comm->nets[k]->closeListen(comm->listenComms[k]);
+      comm->listenComms[k] = NULL;
+    }
+  return collSuccess;
+}
+
+void collNetPairsText(collComm_t comm, char* buf, size_t size) {
+  size_t off = 0;
+  buf[0] = 0;
+  for (int k = 0; k < COLL_NET_SLOTS && off < size; k++) {
+    int first = -1, ranges = 0;
+    for (int i = 0; i <= comm->nranks && off < size; i++) {
+      int in = i < comm->nranks && comm->peerKind[i] == k;
+      if (in && first < 0) first = i;
+      if (in || first < 0) continue;
+      if (!ranges++) {
+        collNetProperties_t p;
+        memset(&p, 0, sizeof p);
+        if (comm->nets[k]->getProperties(comm->netDev[k], &p) != collSuccess) collClearError();
+        if (strcmp(p.name, comm->nets[k]->name) == 0) p.name[0] = 0;
+        off += (size_t)snprintf(buf + off, size - off, "%s%s%s%s%s to rank%s ", off ? "; " : "", comm->nets[k]->name,
+                                p.name[0] ? " (" : "", p.name, p.name[0] ? ")" : "", "s");
+      }
+      if (off >= size) break;
+      if (ranges > 8) {
+        if (ranges == 9) off += (size_t)snprintf(buf + off, size - off, ",...");
+      } else if (i - 1 > first) {
+        off += (size_t)snprintf(buf + off, size - off, "%s%d-%d", ranges > 1 ? "," : "", first, i - 1);
+      } else {
+        off += (size_t)snprintf(buf + off, size - off, "%s%d", ranges > 1 ? "," : "", first);
+      }
+      first = -1;
+    }
+  }
 }

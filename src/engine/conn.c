@@ -23,6 +23,7 @@
 #include "engine/engine.h"
 #include "engine/mailbox.h"
 #include "engine/progress.h"
+#include "engine/reg.h"
 #include "misc/log.h"
 #include "misc/param.h"
 #include "misc/socket.h"
@@ -126,7 +127,7 @@ collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** o
   const collNet_v2_t* net = collPeerNet(comm, peer);
   void* sc = NULL;
   for (;;) {
-    collResult_t r = net->connect(comm->netDev, comm->peers[peer].netHandle[comm->peerKind[peer]], &sc);
+    collResult_t r = net->connect(comm->netDev[comm->peerKind[peer]], collPeerHandle(comm, peer), &sc);
     if (r != collSuccess)
       return collSetError(r, "rank %d: cannot connect to rank %d on %s (channel %d): %s", comm->rank, peer,
                           comm->peers[peer].host, channel, collLastErrorMessage());
@@ -182,6 +183,7 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
   double deadline = collConnDeadline(comm);
   const collNet_v2_t* net = comm->nets[kind];
   double nextCheck = collTimeNow() + 0.1;
+  int goneSeen = 0;
   char why[96];
   while (!want->recvComm) {
     void* rc = NULL;
@@ -201,8 +203,22 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
       }
       if (collTimeNow() > nextCheck) {
         nextCheck = collTimeNow() + 0.1;
-        if (collEnginePeerGone(comm, peer, why, sizeof why))
+        /* a peer that connected and then finished (or exited) before we got
+         * here left its connection pending: accept again before giving up */
+        if (collEnginePeerGone(comm, peer, why, sizeof why) && goneSeen++)
           return collConnGoneError(comm, peer, channel, "while this rank waited for it to connect", why);
+        /* any other rank gone dooms the call too (every rank takes part in a
+         * collective; a failed rank aborted the communicator): the peer we
+         * wait for may never connect, e.g. it runs another schedule because
+         * ranks passed different counts. A few ranks per check, in turn. */
+        for (int k = 0; k < 8 && k < comm->nranks; k++) {
+          int q = (int)(comm->goneScan++ % (unsigned)comm->nranks);
+          if (q != comm->rank && q != peer && collEnginePeerGone(comm, q, why, sizeof why))
+            return collSetError(collRemoteError,
+                                "rank %d: rank %d (%s, pid %d) %s while this rank waited for rank %d to connect on "
+                                "channel %d", comm->rank, q, comm->peers[q].host, (int)comm->peers[q].pid, why, peer,
+                                channel);
+        }
       }
       if (deadline > 0 && collTimeNow() > deadline)
         return collSetError(collTimeout, "rank %d: timed out after %g s (%s) waiting for rank %d (%s) to connect on "
@@ -242,6 +258,7 @@ static void collConnClose(collComm_t comm, int peer, collResult_t (*fn)(void*), 
 
 void collEngineCloseConnsWhy(collComm_t comm, char* why, size_t whySize) {
   collMailboxMarkFailed(comm);
+  collEngineRegFree(comm); /* deregistration goes through the connections */
   if (!comm->conns || !comm->peerKind) return;
   for (int i = 0; i < comm->maxChannels * comm->nranks; i++) {
     int peer = i % comm->nranks;
@@ -253,7 +270,7 @@ void collEngineCloseConnsWhy(collComm_t comm, char* why, size_t whySize) {
   /* no connection is ever made again: the listeners go too, with whatever
    * waits in their backlog (a connection's memory travels with it), and
    * peers that try to connect now are refused at once */
-  for (int k = 0; k < COLL_NET_KINDS; k++)
+  for (int k = 0; k < COLL_NET_SLOTS; k++)
     if (comm->listenComms[k]) {
       comm->nets[k]->closeListen(comm->listenComms[k]);
       comm->listenComms[k] = NULL;
@@ -276,4 +293,7 @@ void collEngineFree(collComm_t comm) {
   }
   free(comm->channels);
   comm->channels = NULL;
+  free(comm->stage);
+  comm->stage = NULL;
+  comm->stageBytes = 0;
 }

@@ -6,22 +6,39 @@
  * after another (phase by phase), and the C channels progress together, so
  * C slices are in flight at once. Each channel has its own connections, so
  * per-connection FIFO order always matches between the two sides.
+ *
+ * Every message carries the call's signature as its tag (sig.h); a receive
+ * whose tag differs from this rank's is a mismatched call and fails it.
+ *
+ * float16/bfloat16 sum, prod and avg (collEngineWide) run on a float32
+ * working copy, in pieces of COLL_STAGE_BYTES: the piece is widened, the
+ * schedule runs as a float32 collective in place on it (partial results
+ * travel as float32), and the result is rounded once (avg: divided first).
+ * COLL_HALF_ACCUM=native runs them in their own type, rounding at every
+ * step; its avg pre-multiplies a working copy of the input by 1/nranks
+ * (NCCL), so the sum of an average cannot overflow.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "algorithms/algorithms.h"
 #include "algorithms/patterns/renumber.h"
 #include "engine/mailbox.h"
 #include "engine/progress.h"
+#include "engine/reg.h"
+#include "engine/sig.h"
 #include "misc/log.h"
+#include "misc/param.h"
 #include "obs/obs.h"
 #include "reduce/reduce.h"
 #include "tuner/tuner.h"
 
 typedef struct {
   void* req;
+  void* reg; /* registration of the buffer (engine/reg.h) until done */
   size_t stagingOff;
   uint8_t state; /* 0 not posted, 1 posted, 2 done */
 } collStepState;
@@ -35,6 +52,8 @@ typedef struct {
   size_t stride[2]; /* per collBufId SEND, RECV */
   char* base[2];
   int inPlace, nch;
+  uint64_t tag;       /* the call's signature: sent with every message, expected on every receive */
+  const collSig* sig; /* the user's call, for messages */
 } collExec;
 
 /* Per-channel progress of the call. */
@@ -95,8 +114,8 @@ static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, co
     ch->stepState = n;
     ch->stepStateCap = s->nsteps;
   }
-  collStepState* st = ch->stepState;
-  memset(st, 0, sizeof(*st) * (size_t)s->nsteps);
+  collStepState* st = ch->stepState; /* NULL while no schedule had a step (1 rank, in place) */
+  if (s->nsteps > 0) memset(st, 0, sizeof(*st) * (size_t)s->nsteps);
   /* RECV_REDUCE steps of one phase each get their own landing area. */
   size_t need = 0;
   for (int p = 0; p < s->nphases; p++) {
@@ -108,22 +127,25 @@ static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, co
       }
     if (off > need) need = off;
   }
+  size_t scratchNeed = (size_t)s->scratchBlocks * run->sliceCount * x->esize;
+  if (need > ch->stagingBytes) collEngineRegForget(comm, ch->staging, ch->stagingBytes); /* moves */
+  if (scratchNeed > ch->scratchBytes) collEngineRegForget(comm, ch->scratch, ch->scratchBytes);
   if ((r = collGrow(&ch->staging, &ch->stagingBytes, need)) != collSuccess) return r;
   if ((r = collGrow(&ch->scratch, &ch->scratchBytes, (size_t)s->scratchBlocks * run->sliceCount * x->esize)) !=
       collSuccess)
     return r;
+  /* receives connect when first posted, after the phase's sends went out:
+   * a peer that runs another collective and never connects to us still gets
+   * our data, sees its signature and fails (then we stop waiting) */
   void* unused;
-  for (int i = 0; i < s->nsteps; i++)
-    if (s->steps[i].kind == COLL_STEP_SEND && (r = collEngineSendConn(comm, s->steps[i].peer, c, &unused)))
+  for (int i = 0; i < s->nsteps; i++) /* empty steps are no-ops on both sides: no connection */
+    if (s->steps[i].kind == COLL_STEP_SEND && s->steps[i].src.count > 0 &&
+        (r = collEngineSendConn(comm, s->steps[i].peer, c, &unused)))
       return r;
-  for (int i = 0; i < s->nsteps; i++) {
-    int k = s->steps[i].kind;
-    if ((k == COLL_STEP_RECV || k == COLL_STEP_RECV_REDUCE) &&
-        (r = collEngineRecvConn(comm, s->steps[i].peer, c, &unused)))
-      return r;
-  }
   return collSuccess;
 }
+
+static int collStepIsRecv(const collStep* s) { return s->kind == COLL_STEP_RECV || s->kind == COLL_STEP_RECV_REDUCE; }
 
 #define COLL_MAX_STALLED 32
 
@@ -148,9 +170,10 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
   collStepState* st = ch->stepState;
   int progressed = 0, pending = 0, nstalled = 0;
   int stalled[COLL_MAX_STALLED]; /* connections (2 * peer + isRecv) that refused a post this pass */
-  for (int i = 0; i < s->nsteps; i++) {
+  for (int k = 0; k < 2 * s->nsteps; k++) { /* pass 0: sends and local steps; pass 1: receives */
+    int pass = k >= s->nsteps, i = pass ? k - s->nsteps : k;
     const collStep* step = &s->steps[i];
-    if (step->phase != run->phase || st[i].state == 2) continue;
+    if (step->phase != run->phase || st[i].state == 2 || collStepIsRecv(step) != pass) continue;
     /* once a post was refused (transport queue full), post nothing more on
      * that connection this pass: a later step must never overtake it there.
      * Other connections go on (receives from a peer must not wait behind a
@@ -165,14 +188,20 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
     const collNet_v2_t* net = step->peer >= 0 ? collPeerNet(comm, step->peer) : NULL;
     if (st[i].state == 0) {
       collResult_t r = collSuccess;
+      void* unused;
       if (n == 0) {
         st[i].state = 2;
+      } else if (pass && !conn->recvComm && (r = collEngineRecvConn(comm, step->peer, c, &unused)) != collSuccess) {
+        *err = r;
+        return 1;
       } else if (step->kind == COLL_STEP_SEND) {
-        r = net->isend(conn->sendComm, collRegionPtr(x, ch, run, &step->src), bytes, 0, NULL, &st[i].req);
-      } else if (step->kind == COLL_STEP_RECV) {
-        r = net->irecv(conn->recvComm, collRegionPtr(x, ch, run, &step->dst), bytes, 0, NULL, &st[i].req);
-      } else if (step->kind == COLL_STEP_RECV_REDUCE) {
-        r = net->irecv(conn->recvComm, ch->staging + st[i].stagingOff, bytes, 0, NULL, &st[i].req);
+        char* p = collRegionPtr(x, ch, run, &step->src);
+        r = net->isend(conn->sendComm, p, bytes, x->tag,
+                       collEngineReg(comm, step->peer, conn->sendComm, p, bytes, &st[i].reg), &st[i].req);
+      } else if (step->kind == COLL_STEP_RECV || step->kind == COLL_STEP_RECV_REDUCE) {
+        char* p = step->kind == COLL_STEP_RECV ? collRegionPtr(x, ch, run, &step->dst) : ch->staging + st[i].stagingOff;
+        r = net->irecv(conn->recvComm, p, bytes, x->tag,
+                       collEngineReg(comm, step->peer, conn->recvComm, p, bytes, &st[i].reg), &st[i].req);
       } else if (step->kind == COLL_STEP_COPY) {
         memmove(collRegionPtr(x, ch, run, &step->dst), collRegionPtr(x, ch, run, &step->src), bytes);
         st[i].state = 2;
@@ -193,21 +222,31 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
       else stalled[0] = -1; /* list full: stop posting anything (old rule, still safe) */
     }
     if (st[i].state == 1) {
-      int done = 0;
+      int done = 0, isRecv = step->kind != COLL_STEP_SEND;
       size_t got = 0;
-      collResult_t r = net->test(st[i].req, &done, &got, NULL);
+      uint64_t tag = 0;
+      collResult_t r = net->test(st[i].req, &done, &got, &tag);
       if (r != collSuccess) {
-        *err = collSetError(r, "rank %d: transfer with rank %d (%s) failed: %s", comm->rank, step->peer,
-                            collCommPeerHost(comm, step->peer), collLastErrorMessage());
+        /* a transport names the sender's tag of a message it refused (too large) */
+        if (isRecv && tag != 0 && tag != x->tag) *err = collSigMismatch(comm, step->peer, tag, x->tag, x->sig);
+        else
+          *err = collSetError(r, "rank %d: transfer with rank %d (%s) failed: %s", comm->rank, step->peer,
+                              collCommPeerHost(comm, step->peer), collLastErrorMessage());
         return 1;
       }
       if (done) {
         st[i].state = 2;
         progressed = 1;
-        if (step->kind != COLL_STEP_SEND && got != bytes) {
+        collEngineRegDone(comm, step->peer, &st[i].reg);
+        if (isRecv && tag != x->tag) {
+          *err = collSigMismatch(comm, step->peer, tag, x->tag, x->sig);
+          return 1;
+        }
+        if (isRecv && got != bytes) {
           *err = collSetError(collRemoteError,
                               "rank %d: rank %d (%s) sent %zu bytes where %zu were expected "
-                              "(ranks disagree on count, datatype or collective)",
+                              "(the same call, cut differently: ranks disagree on COLL_CHUNKSIZE, COLL_NCHANNELS "
+                              "or COLL_ALGO)",
                               comm->rank, step->peer, collCommPeerHost(comm, step->peer), got, bytes);
           return 1;
         }
@@ -245,18 +284,17 @@ static const char* collFuncName(collFunc fn) {
   return fn < COLL_FN_COUNT ? names[fn] : "?";
 }
 
-static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
+/* Runs op (already checked and signed) through its schedule. */
+/* obsOp: the user's call, recorded with the algorithm (NULL: already was). */
+static collResult_t collRunSched(collComm_t comm, const collOp* op, const collOp* obsOp, uint64_t tag,
+                                 const collSig* sig) {
   collExec x;
   memset(&x, 0, sizeof x);
   x.op = op;
+  x.tag = tag;
+  x.sig = sig;
   x.esize = collTypeSize(op->dtype);
   x.blockCount = op->count;
-  if (x.blockCount == 0) return collSuccess;
-  if (collMailboxFits(comm, op)) {
-    collTunerNoteMailbox(comm, op->fn, op->count, op->dtype);
-    collObsOpAlgo(comm, COLL_OBS_ALGO_MAILBOX, 1, 0);
-    return collMailboxRun(comm, op);
-  }
   collTuneChoice tune;
   collResult_t tr = collTunerChoose(comm, op->fn, op->count, op->dtype, op->algo, &tune);
   if (tr != collSuccess) return tr;
@@ -281,7 +319,7 @@ static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
   x.sliceElems = op->fn == COLL_FN_ALLREDUCE ? chunkElems * (size_t)comm->nranks : chunkElems;
   x.nslices = (x.blockCount + x.sliceElems - 1) / x.sliceElems;
   x.nch = x.nslices < (size_t)tune.nchannels ? (int)x.nslices : tune.nchannels;
-  collObsOpAlgo(comm, collObsAlgoId(x.algo), x.nch, tune.chunkBytes);
+  if (obsOp) collObsOpAlgo(comm, obsOp, collObsAlgoId(x.algo), x.nch, tune.chunkBytes);
   collChanRun runs[64];
   collResult_t err = collSuccess;
   for (int c = 0; c < x.nch && err == collSuccess; c++) {
@@ -303,10 +341,101 @@ static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
     if (err == collSuccess && active) err = collIdleStep(comm, &idle, progressed, collFuncName(op->fn), waitPeer);
   }
   if (err != collSuccess) return collEngineFail(comm, err);
+  return collSuccess;
+}
+
+/* ---- float16/bfloat16 reductions on a working copy -------------------------- */
+
+/* Bytes of one piece of the working copy (per call, whatever its size). */
+#define COLL_STAGE_BYTES ((size_t)16 << 20)
+
+static int collHalfNative;
+static pthread_once_t collHalfOnce = PTHREAD_ONCE_INIT;
+
+static void collHalfLoad(void) {
+  const char* v = collParamStr(COLL_SPARAM_HALF_ACCUM);
+  if (!v || strcasecmp(v, "float") == 0 || strcasecmp(v, "float32") == 0) return;
+  if (strcasecmp(v, "native") == 0) {
+    collHalfNative = 1;
+    return;
+  }
+  fprintf(stderr, "[coll] %s WARN ignoring COLL_HALF_ACCUM=%s (want float or native); using float\n",
+          collHostName(), v);
+}
+
+static int collHalfReducing(const collOp* op) {
+  return collTypeIsHalf(op->dtype) && (op->op == collSum || op->op == collProd || op->op == collAvg) &&
+         (op->fn == COLL_FN_ALLREDUCE || op->fn == COLL_FN_REDUCESCATTER || op->fn == COLL_FN_REDUCE);
+}
+
+int collEngineWide(const collOp* op) {
+  if (!collHalfReducing(op)) return 0;
+  pthread_once(&collHalfOnce, collHalfLoad);
+  return !collHalfNative;
+}
+
+/* Runs op piece by piece on comm->stage: float32 (wide) or, for a native
+ * avg, op's own type pre-multiplied by 1/nranks; then rounds (or copies)
+ * each piece's result into recvbuff. Every rank cuts the same pieces. */
+static collResult_t collRunStaged(collComm_t comm, const collOp* op, uint64_t tag, const collSig* sig, int wide) {
+  int n = comm->nranks, me = comm->rank, rs = op->fn == COLL_FN_REDUCESCATTER;
+  size_t es = collTypeSize(op->dtype), wes = wide ? sizeof(float) : es, blocks = rs ? (size_t)n : 1;
+  size_t piece = COLL_STAGE_BYTES / wes / blocks;
+  if (piece == 0) piece = 1;
+  if (piece > op->count) piece = op->count;
+  size_t need = blocks * piece * wes;
+  if (need > comm->stageBytes) {
+    char* b = realloc(comm->stage, need);
+    if (!b) return collEngineFail(comm, collSetError(collSystemError, "engine: cannot allocate %zu bytes", need));
+    comm->stage = b;
+    comm->stageBytes = need;
+  }
+  collOp w = *op;
+  w.dtype = wide ? collFloat32 : op->dtype;
+  w.op = op->op == collAvg ? collSum : op->op;
+  int hasResult = op->fn != COLL_FN_REDUCE || me == op->root;
+  const char* send = op->sendbuff;
+  char* recv = op->recvbuff;
+  for (size_t off = 0; off < op->count; off += piece) {
+    size_t m = op->count - off < piece ? op->count - off : piece;
+    for (size_t b = 0; b < blocks; b++) {
+      const char* src = send + (b * op->count + off) * es;
+      char* dst = comm->stage + b * m * wes;
+      if (wide) collReduceWiden((float*)dst, src, m, op->dtype);
+      else collReducePreMul(dst, src, m, op->dtype, n);
+    }
+    char* result = comm->stage + (rs ? (size_t)me * m * wes : 0);
+    w.count = m;
+    w.sendbuff = comm->stage;
+    w.recvbuff = result;
+    collResult_t r = collRunSched(comm, &w, off == 0 ? op : NULL, tag, sig);
+    if (r != collSuccess) return r;
+    if (!hasResult) continue;
+    if (wide) collReduceNarrow(recv + off * es, (const float*)result, m, op->dtype, op->op == collAvg ? n : 1);
+    else memcpy(recv + off * es, result, m * es);
+  }
+  return collSuccess;
+}
+
+static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
+  int wide = collEngineWide(op);
+  collSig sig;
+  collSigOf(op, comm->collSeq++, wide, &sig);
+  uint64_t tag = collSigTag(&sig, comm->nranks);
+  collMailboxAnnounce(comm, sig.seq, tag);
+  if (op->count == 0) return collSuccess;
+  if (collMailboxFits(comm, op)) {
+    collTunerNoteMailbox(comm, op->fn, op->count, op->dtype);
+    collObsOpAlgo(comm, op, COLL_OBS_ALGO_MAILBOX, 1, 0);
+    return collMailboxRun(comm, op, tag, &sig);
+  }
+  if (wide || (op->op == collAvg && collHalfReducing(op))) return collRunStaged(comm, op, tag, &sig, wide);
+  collResult_t r = collRunSched(comm, op, op, tag, &sig);
   int hasResult = op->fn == COLL_FN_ALLREDUCE || op->fn == COLL_FN_REDUCESCATTER ||
                   (op->fn == COLL_FN_REDUCE && comm->rank == op->root);
-  if (op->op == collAvg && hasResult) collReduceAvgFinish(op->recvbuff, op->count, op->dtype, comm->nranks);
-  return collSuccess;
+  if (r == collSuccess && op->op == collAvg && hasResult)
+    collReduceAvgFinish(op->recvbuff, op->count, op->dtype, comm->nranks);
+  return r;
 }
 
 collResult_t collRunP2p(collComm_t comm, const collOp* ops, int nops); /* p2p.c */

@@ -23,14 +23,20 @@ typedef struct collOp {
 
 /* Runs ops in issue order on the calling thread: consecutive send/recv ops
  * form one concurrent batch, each collective runs alone. Blocks until done.
- * Returns collRemoteError / collTimeout (and aborts the comm) on failure.
- * On a communicator that already failed it returns that error at once,
- * touching no connection. */
+ * Every message carries the call's signature (sig.h). Returns
+ * collInvalidUsage (a mismatched call), collRemoteError / collTimeout (and
+ * aborts the comm) on failure. On a communicator that already failed it
+ * returns that error at once, touching no connection. */
 collResult_t collEngineRun(collComm_t comm, const collOp* ops, int nops);
 
+/* 1 when op's partial results are carried in float32: a float16/bfloat16
+ * all-reduce, reduce-scatter or reduce with sum, prod or avg, unless
+ * COLL_HALF_ACCUM=native (read once per process). */
+int collEngineWide(const collOp* op);
+
 /* COLL_CHECK=1: verifies that every rank issued the same collective (same
- * function, count, data type, op, root). collInvalidUsage names the first
- * differing rank and both signatures. */
+ * function, count, data type, op, root, COLL_HALF_ACCUM mode).
+ * collInvalidUsage names the first differing rank and both calls. */
 collResult_t collCheckSignature(collComm_t comm, const collOp* op);
 
 /* Checks a connection hello (len bytes from the network): magic, the job's

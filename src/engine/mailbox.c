@@ -2,15 +2,24 @@
  * mailbox.c - the shared-memory mailbox for small collectives (mailbox.h).
  *
  * Segment: one header line (the count of ranks asleep on a slot's sequence
- * word), one line per rank (its failed flag), then per rank two slots of one
- * header line {seq, signature} and COLL_MAILBOX_BYTES of data. Rank 0 creates
- * it with memfd_create and reserves every page with fallocate; the others
- * open rank 0's descriptor through /proc/<pid>/fd/<fd> (same pid namespace,
- * checked) while rank 0 keeps it open, then everyone closes it. Nothing is
- * ever named in /dev/shm: a crash at any moment leaves nothing behind, and a
- * small or full /dev/shm (containers) does not matter. A segment that cannot
- * be reserved (memory) or opened (/proc access) means no mailbox (INFO log),
+ * word), one line per rank (its failed flag and its announcements), then per
+ * rank two slots of one header line {seq, signature} and COLL_MAILBOX_BYTES
+ * of data. The signature is the call's tag (sig.h). Rank 0 creates it with
+ * memfd_create and reserves every page with fallocate; the others open rank
+ * 0's descriptor through /proc/<pid>/fd/<fd> (same pid namespace, checked)
+ * while rank 0 keeps it open, then everyone closes it. Nothing is ever named
+ * in /dev/shm: a crash at any moment leaves nothing behind, and a small or
+ * full /dev/shm (containers) does not matter. A segment that cannot be
+ * reserved (memory) or opened (/proc access) means no mailbox (INFO log),
  * never a SIGBUS later.
+ *
+ * Announcements: at the start of every collective, whatever path it takes,
+ * a rank stores its call's tag in its line (two words, by the parity of its
+ * collective call number). A rank waiting in the mailbox for a peer reads
+ * the peer's announcement of the same call: a different tag (the peer runs
+ * another collective, count, type or op, maybe through its schedule) or a
+ * peer already at its next call fails the wait at once with both calls
+ * named, instead of waiting for the timeout.
  *
  * Waiting follows the engine's rules (progress.h): spin for COLL_SPIN_US
  * (yielding when the machine is oversubscribed), then sleep on the awaited
@@ -40,6 +49,7 @@
 #include <unistd.h>
 
 #include "engine/progress.h"
+#include "engine/sig.h"
 #include "misc/log.h"
 #include "misc/param.h"
 #include "reduce/reduce.h"
@@ -50,9 +60,16 @@
 
 typedef struct {
   _Atomic uint32_t seq; /* the last call published in this slot (futex word) */
-  uint32_t fn, dtype, op;
-  uint64_t count;
+  uint32_t pad;
+  uint64_t tag; /* the call's signature (sig.h) */
 } mbSlotHdr;
+
+/* A rank's own line: failed flag, then its announced tags. */
+typedef struct {
+  _Atomic uint32_t failed;
+  _Atomic uint32_t latest;       /* 1 + the last collective call number announced, 0: none */
+  _Atomic uint64_t announced[2]; /* its tag, at [call number & 1] */
+} mbRankLine;
 
 struct collMailbox {
   char* base;
@@ -62,9 +79,10 @@ struct collMailbox {
 };
 
 static _Atomic int32_t* mbSleepers(const struct collMailbox* m) { return (_Atomic int32_t*)m->base; }
-static _Atomic uint32_t* mbFailed(const struct collMailbox* m, int r) {
-  return (_Atomic uint32_t*)(m->base + MB_LINE * (size_t)(1 + r));
+static mbRankLine* mbLine(const struct collMailbox* m, int r) {
+  return (mbRankLine*)(m->base + MB_LINE * (size_t)(1 + r));
 }
+static _Atomic uint32_t* mbFailed(const struct collMailbox* m, int r) { return &mbLine(m, r)->failed; }
 static mbSlotHdr* mbSlot(const struct collMailbox* m, int nranks, int r, int parity) {
   return (mbSlotHdr*)(m->base + MB_LINE * (size_t)(1 + nranks) + m->slotStride * (size_t)(2 * r + parity));
 }
@@ -227,6 +245,14 @@ void collMailboxMarkFailed(collComm_t comm) {
     syscall(SYS_futex, &mbSlot(m, comm->nranks, comm->rank, p)->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+void collMailboxAnnounce(collComm_t comm, uint32_t seq, uint64_t tag) {
+  struct collMailbox* m = comm->mailbox;
+  if (!m) return;
+  mbRankLine* l = mbLine(m, comm->rank);
+  atomic_store_explicit(&l->announced[seq & 1], tag, memory_order_relaxed);
+  atomic_store_explicit(&l->latest, seq + 1, memory_order_release);
+}
+
 int collMailboxPeerFailed(collComm_t comm, int peer) {
   struct collMailbox* m = comm->mailbox;
   return m && peer >= 0 && peer < comm->nranks && atomic_load(mbFailed(m, peer)) != 0;
@@ -262,8 +288,35 @@ static int mbPeerExited(const struct collMailbox* m, int r) {
   return p.fd >= 0 && poll(&p, 1, 0) > 0;
 }
 
-/* Waits until every peer published call seq in slot parity p. */
-static collResult_t mbWaitAll(collComm_t comm, struct collMailbox* m, uint32_t seq, int p, const char* what) {
+static const char* mbFnName(uint32_t fn) {
+  static const char* names[] = {"all-reduce", "all-gather", "reduce-scatter"};
+  return fn < sizeof names / sizeof names[0] ? names[fn] : "?";
+}
+
+/* What peer r announced for this rank's collective call (sig->seq, tag):
+ * collSuccess while it may still come to this mailbox call (it is behind,
+ * or announced the same tag), else the mismatch. A peer past this call may
+ * have published it before it moved on: the caller looks at the slot again. */
+static collResult_t mbCheckAnnounced(collComm_t comm, struct collMailbox* m, int r, uint64_t tag, const collSig* sig) {
+  mbRankLine* l = mbLine(m, r);
+  int32_t ahead = (int32_t)(atomic_load_explicit(&l->latest, memory_order_acquire) - (sig->seq + 1));
+  if (ahead < 0) return collSuccess;
+  uint64_t t = atomic_load_explicit(&l->announced[sig->seq & 1], memory_order_relaxed);
+  int thisCall = t != 0 && collSigTagSeq(t) == (sig->seq & ((1u << COLL_SIG_SEQ_BITS) - 1)); /* else overwritten */
+  if (thisCall && t != tag) return collSigMismatch(comm, r, t, tag, sig);
+  if (thisCall && ahead == 0) return collSuccess; /* the same call: its publish is on the way */
+  return collSetError(collInvalidUsage,
+                      "rank %d: mismatched calls: rank %d (%s) went on to a later collective without taking part "
+                      "in this rank's %s through the shared-memory mailbox (ranks disagree on the call, or on "
+                      "COLL_ALGO or COLL_MAILBOX_BYTES)",
+                      comm->rank, r, collCommPeerHost(comm, r), mbFnName((uint32_t)sig->fn));
+}
+
+/* Waits until every peer published call seq in slot parity p; fails early
+ * when a peer announced another call (mbCheckAnnounced). */
+static collResult_t mbWaitAll(collComm_t comm, struct collMailbox* m, uint32_t seq, int p, uint64_t tag,
+                              const collSig* sig) {
+  const char* what = mbFnName((uint32_t)sig->fn);
   collIdle w;
   collIdleInit(comm, &w);
   int n = comm->nranks;
@@ -278,35 +331,28 @@ static collResult_t mbWaitAll(collComm_t comm, struct collMailbox* m, uint32_t s
       r++;
       continue;
     }
+    collResult_t e = mbCheckAnnounced(comm, m, r, tag, sig);
+    /* the peer may have published and moved on since the first load */
+    if (e != collSuccess && (int32_t)(atomic_load_explicit(word, memory_order_acquire) - seq) < 0) return e;
+    if (e != collSuccess) continue;
     if (w.sleeping && (atomic_load(mbFailed(m, r)) || mbPeerExited(m, r)))
       return collSetError(collRemoteError, "rank %d: %s: rank %d (%s, pid %d) %s", comm->rank, what, r,
                           collCommPeerHost(comm, r), (int)comm->peers[r].pid,
                           atomic_load(mbFailed(m, r)) ? "failed" : "exited");
     collIdleFutex(&w, word, v, mbSleepers(m));
-    collResult_t e = collIdleStep(comm, &w, 0, what, r);
+    e = collIdleStep(comm, &w, 0, what, r);
     if (e != collSuccess) return e;
   }
   return collSuccess;
 }
 
-static const char* mbFnName(uint32_t fn) {
-  static const char* names[] = {"all-reduce", "all-gather", "reduce-scatter"};
-  return fn < sizeof names / sizeof names[0] ? names[fn] : "?";
-}
-
-/* Every peer's signature must equal ours (stricter than the engine's size
- * check: an all-gather and an all-reduce of one count are told apart). */
-static collResult_t mbCheckSignatures(collComm_t comm, struct collMailbox* m, const mbSlotHdr* mine, int p) {
+/* Every peer's signature must equal ours (it names the call, count, type,
+ * op, accumulation mode and call number). */
+static collResult_t mbCheckSignatures(collComm_t comm, struct collMailbox* m, const mbSlotHdr* mine, int p,
+                                      const collSig* sig) {
   for (int r = 0; r < comm->nranks; r++) {
     const mbSlotHdr* s = mbSlot(m, comm->nranks, r, p);
-    if (s->fn == mine->fn && s->count == mine->count && s->dtype == mine->dtype && s->op == mine->op) continue;
-    return collSetError(collInvalidUsage,
-                        "rank %d: ranks called different collectives: this rank %s count %llu %s %s, "
-                        "rank %d %s count %llu %s %s",
-                        comm->rank, mbFnName(mine->fn), (unsigned long long)mine->count,
-                        collTypeName((collDataType_t)mine->dtype), collOpName((collRedOp_t)mine->op), r,
-                        mbFnName(s->fn), (unsigned long long)s->count, collTypeName((collDataType_t)s->dtype),
-                        collOpName((collRedOp_t)s->op));
+    if (s->tag != mine->tag) return collSigMismatch(comm, r, s->tag, mine->tag, sig);
   }
   return collSuccess;
 }
@@ -317,30 +363,50 @@ static void mbReduceAll(struct collMailbox* m, int n, int p, size_t off, collRed
   for (int r = 2; r < n; r++) fn(out, out, mbData(mbSlot(m, n, r, p)) + off, count);
 }
 
-collResult_t collMailboxRun(collComm_t comm, const collOp* op) {
+/* out = op over every rank's slot, in rank order, accumulated in float32 and
+ * rounded once (float16/bfloat16 with sig->wide); avg divides before. */
+static void mbReduceWide(struct collMailbox* m, int n, int p, size_t off, const collOp* op, void* out, size_t count) {
+  collReduceFn f32 = collReduceGetFn(collFloat32, op->op);
+  float acc[512], x[512];
+  for (size_t i = 0; i < count; i += 512) {
+    size_t k = count - i < 512 ? count - i : 512, at = off + i * 2;
+    collReduceWiden(acc, mbData(mbSlot(m, n, 0, p)) + at, k, op->dtype);
+    for (int r = 1; r < n; r++) {
+      collReduceWiden(x, mbData(mbSlot(m, n, r, p)) + at, k, op->dtype);
+      f32(acc, acc, x, k);
+    }
+    collReduceNarrow((char*)out + i * 2, acc, k, op->dtype, op->op == collAvg ? n : 1);
+  }
+}
+
+collResult_t collMailboxRun(collComm_t comm, const collOp* op, uint64_t tag, const collSig* sig) {
   struct collMailbox* m = comm->mailbox;
   int n = comm->nranks, me = comm->rank;
   uint32_t seq = ++m->seq;
   int p = (int)(seq & 1);
   size_t es = collTypeSize(op->dtype), bytes = op->count * es;
+  /* a native float16/bfloat16 average publishes its input times 1/nranks */
+  int preMul = op->op == collAvg && op->fn != COLL_FN_ALLGATHER && collTypeIsHalf(op->dtype) && !sig->wide;
   mbSlotHdr* mine = mbSlot(m, n, me, p);
-  memcpy(mbData(mine), op->sendbuff, mbPublished(op, n));
-  mine->fn = (uint32_t)op->fn;
-  mine->dtype = (uint32_t)op->dtype;
-  mine->op = (uint32_t)op->op;
-  mine->count = op->count;
+  if (preMul) collReducePreMul(mbData(mine), op->sendbuff, mbPublished(op, n) / es, op->dtype, n);
+  else memcpy(mbData(mine), op->sendbuff, mbPublished(op, n));
+  mine->tag = tag;
   atomic_store(&mine->seq, seq); /* seq_cst: ordered before the sleepers load */
   if (atomic_load(mbSleepers(m)) > 0) syscall(SYS_futex, &mine->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-  collResult_t r = mbWaitAll(comm, m, seq, p, mbFnName((uint32_t)op->fn));
-  if (r == collSuccess) r = mbCheckSignatures(comm, m, mine, p);
+  collResult_t r = mbWaitAll(comm, m, seq, p, tag, sig);
+  if (r == collSuccess) r = mbCheckSignatures(comm, m, mine, p, sig);
   if (r != collSuccess) return collEngineFail(comm, r);
   if (op->fn == COLL_FN_ALLGATHER) {
     for (int q = 0; q < n; q++) memcpy((char*)op->recvbuff + (size_t)q * bytes, mbData(mbSlot(m, n, q, p)), bytes);
     return collSuccess;
   }
   /* all-reduce: the whole vector; reduce-scatter: this rank's block */
-  mbReduceAll(m, n, p, op->fn == COLL_FN_REDUCESCATTER ? (size_t)me * bytes : 0, collReduceGetFn(op->dtype, op->op),
-              op->recvbuff, op->count);
-  if (op->op == collAvg) collReduceAvgFinish(op->recvbuff, op->count, op->dtype, n);
+  size_t off = op->fn == COLL_FN_REDUCESCATTER ? (size_t)me * bytes : 0;
+  if (sig->wide) {
+    mbReduceWide(m, n, p, off, op, op->recvbuff, op->count);
+    return collSuccess;
+  }
+  mbReduceAll(m, n, p, off, collReduceGetFn(op->dtype, op->op), op->recvbuff, op->count);
+  if (op->op == collAvg && !preMul) collReduceAvgFinish(op->recvbuff, op->count, op->dtype, n);
   return collSuccess;
 }

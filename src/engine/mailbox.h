@@ -16,6 +16,7 @@
 #define COLL_MAILBOX_H_
 
 #include "engine/engine.h"
+#include "engine/sig.h"
 
 /* Collective over the bootstrap, at init: maps the node's mailbox when every
  * rank is on one node with shared memory, nranks <= 64 and COLL_MAILBOX_BYTES
@@ -28,11 +29,22 @@ collResult_t collMailboxInit(collComm_t comm);
  * all-gather or reduce-scatter whose published bytes per
  * rank fit a slot, and COLL_ALGO lets op's collective use "direct". */
 int collMailboxFits(collComm_t comm, const collOp* op);
-/* Runs op through the mailbox (blocking). Errors: collInvalidUsage (ranks
- * called different collectives, counts, types or ops), collRemoteError
- * (a peer failed or its process exited), collTimeout (COLL_TIMEOUT). Every
- * error fails the communicator. */
-collResult_t collMailboxRun(collComm_t comm, const collOp* op);
+/* Runs op through the mailbox (blocking); tag and sig are the call's
+ * signature (sig.h). float16/bfloat16 sums, products and averages with
+ * sig->wide accumulate in float32 and round once; native averages are
+ * pre-multiplied by 1/nranks. Errors: collInvalidUsage (ranks called
+ * different collectives, counts, types, ops or accumulation modes, or not
+ * the same call: both calls named), collRemoteError (a peer failed or its
+ * process exited), collTimeout (COLL_TIMEOUT). Every error fails the
+ * communicator. */
+collResult_t collMailboxRun(collComm_t comm, const collOp* op, uint64_t tag, const collSig* sig);
+/* At the start of every collective (any path; a no-op without a mailbox):
+ * publishes this rank's tag for its collective call number seq, so peers
+ * waiting in the mailbox see a mismatched call at once. */
+void collMailboxAnnounce(collComm_t comm, uint32_t seq, uint64_t tag);
+/* 1 when peer marked itself failed in the mailbox (a rank waiting for it
+ * to connect stops waiting). 0 without a mailbox. */
+int collMailboxPeerFailed(collComm_t comm, int peer);
 /* Marks this rank failed in the mailbox and wakes its peers, so ranks
  * waiting on it fail at once. Safe to call with no mailbox. */
 void collMailboxMarkFailed(collComm_t comm);

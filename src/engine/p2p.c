@@ -5,14 +5,18 @@
  * the k-th send to a peer matches the peer's k-th receive from us). Each
  * transfer is cut into chunk-size slices; slice k travels on channel k % C,
  * so both sides derive the same message sequence per connection from the
- * count alone. Every transfer sends at least one (possibly empty) message, so
- * a receiver whose count disagrees with the sender's gets an error, never a
- * write past its buffer. Self send/recv pairs are copied locally.
+ * count alone. Every transfer sends at least one (possibly empty) message,
+ * tagged with the transfer's signature (sig.h: count and data type), so a
+ * receiver whose count or type disagrees with the sender's gets an error that
+ * names both at the first message, never a write past its buffer. Self
+ * send/recv pairs are copied locally.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/progress.h"
+#include "engine/reg.h"
+#include "engine/sig.h"
 #include "misc/log.h"
 #include "obs/obs.h"
 #include "reduce/reduce.h"
@@ -24,9 +28,16 @@ typedef struct {
   int qi;      /* current transfer */
   size_t k;    /* current slice of it */
   void* req;
+  void* reg;   /* registration of the slice's buffer (engine/reg.h) until done */
 } collLane;
 
 static size_t collP2pBytes(const collOp* o) { return o->count * collTypeSize(o->dtype); }
+
+/* The tag of a transfer: a send and its receive have the same one. */
+static uint64_t collP2pTag(collComm_t comm, const collOp* o, collSig* s) {
+  collSigOf(o, 0, 0, s);
+  return collSigTag(s, comm->nranks);
+}
 
 static size_t collP2pSlices(size_t bytes, size_t chunk) {
   return bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
@@ -42,9 +53,11 @@ static collResult_t collP2pSelf(collComm_t comm, const collOp* ops, int nops) {
     if (s == nops || r == nops)
       return collSetError(collInvalidUsage, "rank %d: a send to self has no matching receive from self in the group",
                           comm->rank);
-    if (collP2pBytes(&ops[s]) != collP2pBytes(&ops[r]))
-      return collSetError(collInvalidUsage, "rank %d: send to self of %zu bytes but receive from self of %zu bytes",
-                          comm->rank, collP2pBytes(&ops[s]), collP2pBytes(&ops[r]));
+    collSig ss, rs;
+    if (collP2pTag(comm, &ops[s], &ss) != collP2pTag(comm, &ops[r], &rs))
+      return collSetError(collInvalidUsage, "rank %d: send to self of %llu x %s but receive from self of %llu x %s",
+                          comm->rank, (unsigned long long)ss.count, collSigTypeName(ss.dtype),
+                          (unsigned long long)rs.count, collSigTypeName(rs.dtype));
     memmove(ops[r].recvbuff, ops[s].sendbuff, collP2pBytes(&ops[s]));
     s++;
     r++;
@@ -68,9 +81,12 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
     collConn* conn = &comm->conns[l->channel * comm->nranks + l->peer];
     void* nc = l->isRecv ? conn->recvComm : conn->sendComm;
     const collNet_v2_t* net = collPeerNet(comm, l->peer);
+    collSig sig;
+    uint64_t tag = collP2pTag(comm, o, &sig), rtag = 0;
     if (!l->req) {
-      collResult_t r = l->isRecv ? net->irecv(nc, (char*)o->recvbuff + off, len, 0, NULL, &l->req)
-                                 : net->isend(nc, (const char*)o->sendbuff + off, len, 0, NULL, &l->req);
+      char* p = l->isRecv ? (char*)o->recvbuff + off : (char*)(uintptr_t)o->sendbuff + off;
+      void* mh = collEngineReg(comm, l->peer, nc, p, len, &l->reg);
+      collResult_t r = l->isRecv ? net->irecv(nc, p, len, tag, mh, &l->req) : net->isend(nc, p, len, tag, mh, &l->req);
       if (r != collSuccess) {
         *err = collSetError(r, "rank %d: posting to rank %d (%s) failed: %s", comm->rank, l->peer,
                             collCommPeerHost(comm, l->peer), collLastErrorMessage());
@@ -83,16 +99,25 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
     }
     int done = 0;
     size_t got = 0;
-    collResult_t r = net->test(l->req, &done, &got, NULL);
+    collResult_t r = net->test(l->req, &done, &got, &rtag);
     if (r != collSuccess) {
-      *err = collSetError(r, "rank %d: %s rank %d (%s) failed: %s", comm->rank, l->isRecv ? "receive from" : "send to",
-                          l->peer, collCommPeerHost(comm, l->peer), collLastErrorMessage());
+      /* a transport names the sender's tag of a message it refused (too large) */
+      if (l->isRecv && rtag != 0 && rtag != tag) *err = collSigMismatch(comm, l->peer, rtag, tag, &sig);
+      else
+        *err = collSetError(r, "rank %d: %s rank %d (%s) failed: %s", comm->rank,
+                            l->isRecv ? "receive from" : "send to", l->peer, collCommPeerHost(comm, l->peer),
+                            collLastErrorMessage());
       return 1;
     }
     if (!done) {
       collObsPending(comm, l->channel, l->ops[l->qi], 2 * l->peer + l->isRecv);
       collIdleAdd(idle, net, nc, l->isRecv ? POLLIN : POLLOUT);
       break;
+    }
+    collEngineRegDone(comm, l->peer, &l->reg);
+    if (l->isRecv && rtag != tag) {
+      *err = collSigMismatch(comm, l->peer, rtag, tag, &sig);
+      return 1;
     }
     if (l->isRecv && got != len) {
       *err = collSetError(collRemoteError,

@@ -1,4 +1,29 @@
-/* progress.c - spin-then-poll waiting, deadlines and abort for executors. */
+/*
+ * progress.c - how executors wait, deadlines and abort.
+ *
+ * A waiting thread cannot assume that it, or the peer it waits for, has a
+ * core: other processes, the framework's threads or the rank's own peers may
+ * hold them, and the scheduler may put both ranks of a pair on one core
+ * while another core runs someone else. A wait therefore goes through three
+ * phases:
+ *  1. poll without yielding, for a window that adapts per communicator
+ *     (1-50 us, at most COLL_SPIN_US; none when the machine runs more ranks
+ *     than it has cores): it halves after a wait that outlasted it and
+ *     doubles after one that ended inside it, so a pair whose waits end only
+ *     when the other gets the core stops burning it;
+ *  2. poll with sched_yield() between polls, so that whoever can make
+ *     progress on this core (often the awaited peer) runs at once, until
+ *     COLL_SPIN_US passed since the wait began;
+ *  3. sleep on a futex word or in poll() on the fds of what is pending (at
+ *     most 5 ms at a time), woken by the peer's post.
+ * A yield is only cheap while nothing but our own ranks wants the core.
+ * Otherwise the scheduler (EEVDF: a yield moves the task's deadline one
+ * slice on) gives the other task a whole time slice, 0.7-3 ms, where a
+ * sleeper would be woken within microseconds of the post. So a yield that
+ * lasted over COLL_BUSY_YIELD_SEC ends phase 2 at once, and for a backoff
+ * period (10 ms, doubled by each long yield that ends one, at most 1 s) the
+ * waits of the communicator go from phase 1 straight to phase 3.
+ */
 #include "engine/progress.h"
 
 #include <linux/futex.h>
@@ -13,11 +38,34 @@
 #include "misc/socket.h"
 #include "obs/obs.h"
 
+#define COLL_PURE_MIN_SEC 1e-6
+#define COLL_PURE_MAX_SEC 50e-6
+#define COLL_BUSY_YIELD_SEC 200e-6 /* a peer's turn is shorter; another task's slice is longer */
+#define COLL_BUSY_BACKOFF_MIN_SEC 10e-3
+#define COLL_BUSY_BACKOFF_MAX_SEC 1.0
+
+static double collPureMax(collComm_t comm) {
+  double spin = comm->spinUs * 1e-6;
+  if (comm->yieldWait) return 0; /* more ranks than cores: someone always waits for a core */
+  return spin < COLL_PURE_MAX_SEC ? spin : COLL_PURE_MAX_SEC;
+}
+
 void collIdleInit(collComm_t comm, collIdle* w) {
+  double max = collPureMax(comm);
+  double pure = comm->waitPureSec;
+  if (pure <= 0) pure = max; /* the first wait */
+  else if (comm->waitEscalated == 2) pure *= 0.5;
+  else if (comm->waitEscalated == 1) pure *= 2; /* a wait that never idled teaches nothing */
+  if (pure > max) pure = max;
+  if (pure < COLL_PURE_MIN_SEC && max >= COLL_PURE_MIN_SEC) pure = COLL_PURE_MIN_SEC;
+  comm->waitPureSec = pure;
+  comm->waitEscalated = 0;
+  w->comm = comm;
   w->idle = 0;
+  w->pureSec = pure;
   w->spinSec = comm->spinUs * 1e-6;
   w->sleeping = comm->spinUs <= 0;
-  w->yield = comm->yieldWait;
+  w->yield = 0;
   w->idleSince = 0;
   w->deadline = comm->runTimeoutSec > 0 ? collTimeNow() + comm->runTimeoutSec : 0;
   w->nfds = 0;
@@ -106,18 +154,33 @@ collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const ch
     w->idle = 0;
     w->idleSince = 0;
     w->sleeping = w->spinSec <= 0;
+    w->yield = 0;
     w->nfds = 0;
     w->futexWord = NULL;
     return collSuccess;
   }
   ++w->idle;
-  /* while spinning, the clock (~60 ns on a VM) is read every 64th idle step
-   * (every step when yielding: a yield may last a time slice) */
-  if (w->sleeping || w->yield || (w->idle & 63) == 0) {
+  /* while polling without yield the clock (~25-60 ns on a VM) is read every
+   * 8th idle step, then on every step (a yield may last a time slice) */
+  if (w->sleeping || w->yield || (w->idle & 7) == 1) {
     double now = collTimeNow();
-    if (w->idleSince == 0) w->idleSince = now;
-    else if (now - w->idleSince > w->spinSec) w->sleeping = 1;
-    collObsWaiting(comm, waitPeer, now);
+    if (w->idleSince == 0) {
+      w->idleSince = now;
+      if (!comm->waitEscalated) comm->waitEscalated = 1;
+    }
+    double idleFor = now - w->idleSince;
+    if (!w->yield && !w->sleeping && idleFor >= w->pureSec) {
+      comm->waitEscalated = 2;
+      if (now < comm->waitBusyUntil) {
+        w->sleeping = 1; /* the core is contended: see the top of this file */
+      } else {
+        if (comm->waitBusyBackoff > 0 && now - comm->waitBusyUntil > 4 * comm->waitBusyBackoff)
+          comm->waitBusyBackoff = 0; /* no long yield for a while: the next backoff starts small */
+        w->yield = 1;
+      }
+    }
+    if (idleFor > w->spinSec) w->sleeping = 1;
+    collObsWaiting(comm, waitPeer, w->idleSince, now);
     if (w->deadline > 0 && now > w->deadline) {
       collSetError(collTimeout, "rank %d: %s timed out after %g s (%s) waiting on rank %d (%s)", comm->rank, what,
                    comm->runTimeoutSec, collTimeoutSource(comm), waitPeer,
@@ -125,8 +188,19 @@ collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const ch
       return collEngineFail(comm, collTimeout);
     }
   }
-  if (w->sleeping) collIdleSleep(w);
-  else if (w->yield) sched_yield();
+  if (w->sleeping) {
+    collIdleSleep(w);
+  } else if (w->yield) {
+    double t0 = collTimeNow();
+    sched_yield();
+    double t1 = collTimeNow();
+    if (t1 - t0 > COLL_BUSY_YIELD_SEC) { /* the core is contended: see the top of this file */
+      w->sleeping = 1;
+      double b = comm->waitBusyBackoff <= 0 ? COLL_BUSY_BACKOFF_MIN_SEC : 2 * comm->waitBusyBackoff;
+      comm->waitBusyBackoff = b < COLL_BUSY_BACKOFF_MAX_SEC ? b : COLL_BUSY_BACKOFF_MAX_SEC;
+      comm->waitBusyUntil = t1 + comm->waitBusyBackoff;
+    }
+  }
   w->nfds = 0;
   w->futexWord = NULL;
   return collSuccess;

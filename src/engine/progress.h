@@ -10,13 +10,16 @@
 
 #define COLL_MAX_POLLFDS 64
 
-/* Idle handling for an executor loop: counts idle iterations, sleeps in
- * poll() on the given fds once they lasted COLL_SPIN_US, and turns the comm's
- * abort flag or a passed deadline into an error (naming `what`). */
+/* Idle handling for an executor loop (policy: progress.c): counts idle
+ * iterations, polls, then yields between polls, then sleeps in poll() on the
+ * given fds (or on a futex word) once they lasted COLL_SPIN_US, and turns the
+ * comm's abort flag or a passed deadline into an error (naming `what`).
+ * One wait per collIdleInit: the adaptive window learns from each. */
 typedef struct {
   int idle;
-  int sleeping;      /* the spin time is over: sleep on every idle step */
-  int yield;         /* sched_yield() on every idle step while spinning */
+  int sleeping;      /* phase 3 (progress.c): sleep on every idle step */
+  int yield;         /* phase 2: sched_yield() between polls */
+  double pureSec;    /* length of phase 1 (comm->waitPureSec when the wait began) */
   double spinSec;    /* COLL_SPIN_US in seconds */
   double idleSince;  /* when the current idle stretch began (0: not read yet) */
   double deadline;
@@ -31,6 +34,7 @@ typedef struct {
   _Atomic uint32_t* futexWord;
   uint32_t futexVal;
   _Atomic int32_t* futexSleepers;
+  collComm_t comm;   /* whose adaptive state (waitPureSec, waitBusy*) this wait reads and updates */
 } collIdle;
 
 void collIdleInit(collComm_t comm, collIdle* w);

@@ -189,6 +189,14 @@ void collLog(int level, int subsys, const char* file, int line, const char* fmt,
   pthread_mutex_unlock(&collLogLock);
 }
 
+static _Thread_local int collErrorsQuiet;
+
+int collQuietErrors(int on) {
+  int was = collErrorsQuiet;
+  collErrorsQuiet = on;
+  return was;
+}
+
 collResult_t collSetError(collResult_t code, const char* fmt, ...) {
   /* Format aside first: callers often pass collLastErrorMessage() itself. */
   char msg[sizeof collLastError];
@@ -197,7 +205,8 @@ collResult_t collSetError(collResult_t code, const char* fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   memcpy(collLastError, msg, sizeof msg);
-  collLog(COLL_LOG_WARN, COLL_SUB_ALL, __FILE__, __LINE__, "%s (%s)", collLastError,
+  if (!collErrorsQuiet)
+    collLog(COLL_LOG_WARN, COLL_SUB_ALL, __FILE__, __LINE__, "%s (%s)", collLastError,
           collGetErrorString(code));
   return code;
 }

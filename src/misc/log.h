@@ -55,6 +55,9 @@ void collLog(int level, int subsys, const char* file, int line,
 collResult_t collSetError(collResult_t code, const char* fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void collClearError(void);
+/* 1: collSetError on this thread records without logging (a probe whose
+ * failure is expected and reported otherwise); returns the previous value. */
+int collQuietErrors(int on);
 const char* collLastErrorMessage(void);
 
 /* Public entry points (src/core/api.c) bracket each call with these: the

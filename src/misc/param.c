@@ -43,7 +43,7 @@ static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     [COLL_PARAM_CHUNKSIZE] = {"COLL_CHUNKSIZE", 1 << 19, 1024, 1 << 30, "bytes per block of one pipeline slice; unset: the tuner picks 128 KiB, 512 KiB or 2 MiB per collective call (send/recv use the default); set: every call uses it"},
     [COLL_PARAM_NCHANNELS] = {"COLL_NCHANNELS", 2, 1, COLL_MAX_CHANNELS, "parallel channels (connection sets) a call is spread over; unset: the tuner picks 1, 2 or 4 per collective call (send/recv use the default); set: every call uses it"},
     [COLL_PARAM_NSOCKS] = {"COLL_NSOCKS_PERTHREAD", 1, 1, COLL_TCP_MAX_SOCKS, "TCP sockets per connection; large messages are striped over them"},
-    [COLL_PARAM_SPIN] = {"COLL_SPIN_US", -1, -1, 10000000, "microseconds a waiting thread polls before it sleeps in poll(); -1: 1000, yielding the CPU between polls when this machine (all namespaces) runs more ranks than it has cores"},
+    [COLL_PARAM_SPIN] = {"COLL_SPIN_US", -1, -1, 10000000, "microseconds a waiting thread polls before it sleeps (futex or poll()); -1: 1000. It polls without yielding for an adaptive 1-50 us (not at all when this machine, all namespaces, runs more ranks than it has cores), then yields the CPU between polls, and sleeps at once while yields show that other tasks want its core"},
     [COLL_PARAM_CONNECT_RETRY_MS] = {"COLL_CONNECT_TIMEOUT_MS", 60000, 100, INT32_MAX, "milliseconds a connection that the peer refuses is retried (at init and when a call makes a connection lazily)"},
     [COLL_PARAM_CHECK] = {"COLL_CHECK", 0, 0, 1, "1: before each collective verify that every rank called it with the same count, type, op and root"},
     [COLL_PARAM_SHM_DISABLE] = {"COLL_SHM_DISABLE", 0, 0, 1, "1: never use shared memory between ranks of a node (use the network transport)"},
@@ -63,13 +63,14 @@ static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     [COLL_PARAM_IB_RETRY_CNT] = {"COLL_IB_RETRY_CNT", 7, 0, 7, "ib: retransmissions before a send fails with 'transport retry counter exceeded' (at most 7)"},
     [COLL_PARAM_IB_QPS_PER_CONN] = {"COLL_IB_QPS_PER_CONNECTION", 1, 1, 16, "ib: queue pairs per connection; messages use them round-robin (at most 16)"},
     [COLL_PARAM_IB_REG_CACHE] = {"COLL_IB_REG_CACHE", 0, 0, 1 << 20, "ib: memory registrations of user buffers kept for reuse (LRU); 0: register each message's buffer and release it when the message completes. Only safe when the application never frees and reallocates communication buffers (a registration pins the old pages: data would go to them)"},
+    [COLL_PARAM_REG_CACHE] = {"COLL_REG_CACHE", -1, -1, 1, "registrations of the buffers the engine gives a transport that needs them (ib): -1: cached, each reuse checked against the page frames the registration pinned (/proc/self/pagemap; needs CAP_SYS_ADMIN, else per message); 0: register per message; 1: cached unchecked (only if buffers are never freed and reallocated while the communicator lives)"},
 };
 
 static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
     [COLL_SPARAM_SOCKET_IFNAME] = {"COLL_SOCKET_IFNAME", NULL, "interfaces to use: prefix list, ^ excludes, = exact (e.g. eth, ^docker, =eth0)"},
     [COLL_SPARAM_SOCKET_FAMILY] = {"COLL_SOCKET_FAMILY", NULL, "AF_INET or AF_INET6 to force an address family"},
     [COLL_SPARAM_COMM_ID] = {"COLL_COMM_ID", NULL, "host:port of the rendezvous (rank 0 listens) for collCommInitFromEnv / collGetUniqueId"},
-    [COLL_SPARAM_NET] = {"COLL_NET", NULL, "transport between nodes: tcp (default), ib (InfiniBand / RoCE verbs), loopback (ranks as threads of one process) or the name of the COLL_NET_PLUGIN transport; ranks of one node use shm unless COLL_SHM_DISABLE=1"},
+    [COLL_SPARAM_NET] = {"COLL_NET", NULL, "network transport: unset = each pair of ranks on different nodes takes ib (InfiniBand / RoCE verbs) when both have a usable HCA, else tcp (shm inside a node unless COLL_SHM_DISABLE=1); ib, tcp, loopback (ranks as threads of one process) or the name of the COLL_NET_PLUGIN transport forces one"},
     [COLL_SPARAM_DEBUG] = {"COLL_DEBUG", NULL, "log level: WARN, INFO, TRACE (VERSION = WARN); unset: nothing but warnings about settings not used as given"},
     [COLL_SPARAM_DEBUG_SUBSYS] = {"COLL_DEBUG_SUBSYS", NULL, "subsystems to log: INIT,BOOT,NET,COLL,ENGINE,TUNE (or TUNING),ENV,ALL (^ excludes); unset: INIT,BOOT,NET,ENV"},
     [COLL_SPARAM_DEBUG_FILE] = {"COLL_DEBUG_FILE", NULL, "write logs to this file (%h host, %p pid) instead of stderr (stderr, with a warning, if it cannot be opened)"},
@@ -86,6 +87,7 @@ static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
     [COLL_SPARAM_IB_HCA] = {"COLL_IB_HCA", NULL, "ib: HCAs and ports to use: prefix list, ^ excludes, = exact, :port (mlx5, =mlx5_0:1,mlx5_1:1, ^mlx5_2)"},
     [COLL_SPARAM_IB_LIB] = {"COLL_IB_LIB", "libibverbs.so.1", "ib: the libibverbs library to load (dlopen) when COLL_NET=ib"},
     [COLL_SPARAM_NET_PLUGIN] = {"COLL_NET_PLUGIN", NULL, "path of a transport plugin (.so exporting collNetPlugin_v2, include/coll_net.h); it becomes the default inter-node transport"},
+    [COLL_SPARAM_HALF_ACCUM] = {"COLL_HALF_ACCUM", "float", "float16/bfloat16 sum, prod and avg: float carries partial results in float32 (on the wire too) and rounds once; native rounds at every step and pre-multiplies avg inputs by 1/nranks (NCCL's bytes and speed)"},
 };
 
 static int64_t collIntValues[COLL_PARAM_COUNT_INT];
@@ -158,9 +160,11 @@ static void collParamLoad(void) {
         collIntSet[i] = 1;
         v = x;
         if (x < d->min || (k == 2 && x < 0)) {
-          v = d->min;
-          snprintf(w, wl, "%s=%s is below the minimum %lld; using %lld", d->name, s, (long long)d->min,
-                   (long long)d->min);
+          /* the default, not the minimum: a minimum often has a meaning of
+           * its own (COLL_TIMEOUT=0: no deadline) that a typo must not pick */
+          v = d->def;
+          collIntSet[i] = 0;
+          snprintf(w, wl, "%s=%s is below the minimum %lld; using %s", d->name, s, (long long)d->min, dflt);
         } else if (x > d->max || k == 2) {
           v = d->max;
           snprintf(w, wl, "%s=%s is above the maximum %lld; using %lld", d->name, s, (long long)d->max,

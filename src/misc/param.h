@@ -29,6 +29,7 @@ typedef enum {
   COLL_PARAM_IB_RETRY_CNT,   /* COLL_IB_RETRY_CNT: QP retry count */
   COLL_PARAM_IB_QPS_PER_CONN, /* COLL_IB_QPS_PER_CONNECTION: QPs per connection, used round-robin */
   COLL_PARAM_IB_REG_CACHE,   /* COLL_IB_REG_CACHE: registrations kept for reuse (0: register per message) */
+  COLL_PARAM_REG_CACHE,      /* COLL_REG_CACHE: engine registration cache, -1 auto (checked), 0 off, 1 unchecked */
   COLL_PARAM_COUNT_INT
 } collIntParam;
 
@@ -53,6 +54,7 @@ typedef enum {
   COLL_SPARAM_IB_HCA,        /* COLL_IB_HCA: HCAs/ports to use (NCCL_IB_HCA syntax) */
   COLL_SPARAM_IB_LIB,        /* COLL_IB_LIB: libibverbs to dlopen */
   COLL_SPARAM_NET_PLUGIN,    /* COLL_NET_PLUGIN: path of a transport plugin .so */
+  COLL_SPARAM_HALF_ACCUM,    /* COLL_HALF_ACCUM: float (default) or native: float16/bfloat16 partial results */
   COLL_SPARAM_COUNT
 } collStrParam;
 

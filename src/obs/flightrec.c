@@ -52,6 +52,7 @@ static void collObsRecordCopy(const collObsRecord* e, collObsRecord* out) {
   out->nch = COLL_OBS_GET(e->nch);
   out->timed = COLL_OBS_GET(e->timed);
   if (!out->timed) out->tStartNs = out->tEndNs = 0;
+  if (out->algo >= COLL_OBS_ALGO_MAILBOX && out->algo != COLL_OBS_ALGO_P2P) out->chunk = 0; /* not written */
   if (out->waitPeer < 0) out->tWaitNs = 0;
   out->peer = collObsRecPeer(out);
 }

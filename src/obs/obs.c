@@ -56,6 +56,8 @@ collResult_t collObsInit(collComm_t comm) {
   int64_t want = collParamInt(COLL_PARAM_FR_ENTRIES);
   o->frSize = 1;
   while ((int64_t)o->frSize < want) o->frSize <<= 1;
+  o->frMask = o->frSize - 1;
+  o->mbLeft = 1;
   o->peers = calloc((size_t)comm->nranks, sizeof *o->peers);
   o->fr = calloc(o->frSize, sizeof *o->fr); /* COLL_FR_ENTRIES=0: one slot, overwritten every call */
   if (!o->peers || !o->fr) {
@@ -64,7 +66,8 @@ collResult_t collObsInit(collComm_t comm) {
     free(o);
     return collSetError(collSystemError, "init: out of memory (counters)");
   }
-  o->cur = &o->fr[0];
+  o->cur = o->frCur = &o->fr[0];
+  o->frEnd = o->fr + o->frSize;
   o->tInitNs = collObsNowNs();
   __atomic_store_n(&comm->obs, o, __ATOMIC_RELEASE);
   return collSuccess;
@@ -79,7 +82,9 @@ collResult_t collObsStart(collComm_t comm) {
   memset(o->fr, 0, sizeof *o->fr * o->frSize);
   o->collSeq = o->p2pSeq = 0;
   o->frNext = 0;
-  o->cur = &o->fr[0];
+  o->cur = o->frCur = &o->fr[0];
+  o->curBits = 0;
+  o->mbLeft = 1;
   o->waitSinceNs = 0;
   o->tInitNs = collObsNowNs();
   const char* trace = collParamStr(COLL_SPARAM_TRACE_FILE);
@@ -95,6 +100,7 @@ collResult_t collObsStart(collComm_t comm) {
       if (r != collSuccess) return r;
     }
     o->events = ev->trace || ev->prof.mask;
+    comm->obsEvents = o->events;
   }
   if (collParamInt(COLL_PARAM_FR_SIGNAL) > 0) collObsSignalSetup();
   o->started = 1;
@@ -129,6 +135,7 @@ void collObsFree(collComm_t comm) {
     free(ev->p2pHandles);
     free(ev);
   }
+  comm->obsEvents = 0;
   __atomic_store_n(&comm->obs, NULL, __ATOMIC_RELEASE);
   free(o->peers);
   free(o->fr);
@@ -173,15 +180,44 @@ static void collObsCloseSlots(collComm_t comm, uint64_t now) {
     }
 }
 
+/* The record of a collective that ended, failed or waited before its
+ * algorithm was known. */
+void collObsMaterialize(struct collObs* o, collComm_t comm) {
+  if (o->curBits != COLL_OBS_CUR_PENDING) return;
+  collObsRecordOp(o, comm, o->curOp, COLL_OBS_ALGO_NONE, 0, 0);
+  o->curN = 1;
+  o->curBits = COLL_OBS_ALGO_NONE;
+}
+
+void collObsOpAlgoSlow(collComm_t comm, const collOp* op, int algo, int nch, size_t chunk) {
+  struct collObs* o = comm->obs;
+  collObsRecordOp(o, comm, op, algo, nch, 0);
+  collObsRecord* e = o->cur;
+  if (algo == COLL_OBS_ALGO_MAILBOX) o->mbLeft = o->events ? 1 : COLL_OBS_MB_SAMPLE;
+  o->curN = 1;
+  o->curBits = (uint32_t)algo | COLL_OBS_CUR_TIMED;
+  COLL_OBS_SET(e->chunk, (uint64_t)chunk);
+  COLL_OBS_SET(e->tStartNs, collObsNowNs());
+  COLL_OBS_SET(e->timed, 1);
+  if (o->events) collObsEvOp(comm, 1, collSuccess);
+}
+
 void collObsOpEndSlow(collComm_t comm, const collOp* op, collResult_t r) {
   struct collObs* o = comm->obs;
+  collObsMaterialize(o, comm);
   collObsRecord* e = o->cur;
   int algo = (int)(o->curBits & 0xff), timed = (o->curBits & COLL_OBS_CUR_TIMED) != 0;
-  uint64_t now = timed || o->waitSinceNs || o->events ? collObsNowNs() : 0;
-  collObsCloseWait(o, now);
+  uint64_t now = timed || o->events ? collObsNowNs() : 0;
+  collObsCloseWait(o, now ? now : o->waitLastNs);
   if (timed) COLL_OBS_SET(e->tEndNs, now);
-  collObsCount(o, e, op, algo, now - e->tStartNs, timed, r);
-  COLL_OBS_SET(o->collSeq, o->collSeq + 1);
+  if (o->curBits & COLL_OBS_CUR_FAST) { /* counted at its start: it failed */
+    if (r != collSuccess) COLL_OBS_ADD(o->coll[e->fn][algo].failed, 1);
+    COLL_OBS_SET(e->state, (uint8_t)(r == collSuccess ? COLL_OBS_REC_DONE : COLL_OBS_REC_FAILED));
+  } else {
+    collObsCount(o, e, op, algo, now - e->tStartNs, timed, r);
+    COLL_OBS_SET(o->collSeq, o->collSeq + 1);
+  }
+  o->curBits = 0;
   if (o->events) {
     if (r != collSuccess) collObsCloseSlots(comm, now);
     if (o->ev->trace) collObsTraceOp(o->ev->trace, e, e->tStartNs ? e->tStartNs : now, now, 1, op);
@@ -193,12 +229,12 @@ void collObsP2pBeginImpl(collComm_t comm, const collOp* ops, int n) {
   struct collObs* o = comm->obs;
   uint64_t now = collObsNowNs();
   for (int i = 0; i < n; i++) {
-    collObsRecord* e = &o->fr[o->frNext & (o->frSize - 1)];
-    COLL_OBS_SET(o->frNext, o->frNext + 1);
+    collObsRecord* e = collObsNextRecord(o);
     if (i == 0) o->cur = e;
     collObsRecord w;
+    memset(&w, 0, sizeof w);
     w.fn = (uint8_t)ops[i].fn;
-    w.dtype = (uint8_t)ops[i].dtype;
+    w.dtype = (int32_t)ops[i].dtype;
     w.op = 0;
     w.state = COLL_OBS_REC_RUNNING;
     w.algo = COLL_OBS_ALGO_P2P;
@@ -208,6 +244,7 @@ void collObsP2pBeginImpl(collComm_t comm, const collOp* ops, int n) {
     w.peer = ops[i].peer;
     w.waitPeer = -1;
     COLL_OBS_SET(e->meta, w.meta);
+    COLL_OBS_SET(e->dtypeOp, w.dtypeOp);
     COLL_OBS_SET(e->peers, w.peers);
     COLL_OBS_SET(e->seq, o->p2pSeq);
     COLL_OBS_SET(e->count, (uint64_t)ops[i].count);
@@ -270,13 +307,15 @@ void collObsP2pEndImpl(collComm_t comm, const collOp* ops, int n, collResult_t r
 }
 
 /* ---- waits ----------------------------------------------------------------------- */
-void collObsWaitingImpl(collComm_t comm, int waitPeer, double nowSec) {
+void collObsWaitingImpl(collComm_t comm, int waitPeer, double sinceSec, double nowSec) {
   struct collObs* o = comm->obs;
   if (!o) return;
+  collObsMaterialize(o, comm);
   uint64_t now = (uint64_t)(nowSec * 1e9);
   if (!o->waitSinceNs) {
-    o->waitSinceNs = now;
-    COLL_OBS_SET(o->cur->tWaitNs, now);
+    uint64_t since = (uint64_t)(sinceSec * 1e9);
+    o->waitSinceNs = since > 0 && since <= now ? since : now;
+    COLL_OBS_SET(o->cur->tWaitNs, o->waitSinceNs);
   } else if (waitPeer != o->waitPeer && o->waitPeer >= 0 && o->waitPeer < o->nranks) {
     /* the wait moved on to another peer: the time so far was the last one's */
     COLL_OBS_ADD(o->peers[o->waitPeer].waitNs, now - o->waitSinceNs);
@@ -309,8 +348,10 @@ void collObsFailureImpl(collComm_t comm, collResult_t r, const char* msg) {
   if (!o || o->failed) return;
   o->failed = 1;
   snprintf(o->error, sizeof o->error, "%s (%s)", msg ? msg : "", collGetErrorString(r));
-  for (int i = 0; i < o->curN; i++) {
-    collObsRecord* e = &o->fr[(o->frNext - (uint64_t)(o->curN - i)) & (o->frSize - 1)];
+  collObsMaterialize(o, comm);
+  int n = (o->curBits & 0xff) == COLL_OBS_ALGO_P2P ? o->curN : 1;
+  for (int i = 0; i < n && o->curBits; i++) {
+    collObsRecord* e = &o->fr[(o->frNext - (uint64_t)(n - i)) & o->frMask];
     if (e->state == COLL_OBS_REC_RUNNING) COLL_OBS_SET(e->state, COLL_OBS_REC_FAILED);
   }
   if (collParamStr(COLL_SPARAM_FR_FILE))
@@ -354,7 +395,7 @@ void collObsEvOp(collComm_t comm, int begin, collResult_t r) {
   d.type = collProfileColl;
   d.parentObj = ev->groupHandle;
   d.rank = comm->rank;
-  d.coll.seqNumber = o->collSeq;
+  d.coll.seqNumber = e->seq;
   d.coll.func = collObsFnName(e->fn);
   d.coll.count = e->count;
   d.coll.datatype = (collDataType_t)e->dtype;

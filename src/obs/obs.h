@@ -12,15 +12,17 @@
  *   collIdleStep           collObsWaiting (at its clock reads), collObsWaitEnd
  *   collEngineFail         collObsFailure (flight-recorder dump)
  *
- * Cost: the counters are a handful of adds per transfer and per call, on
- * memory only the engine's thread writes (relaxed atomics, plain stores on
- * x86). Durations of calls that run a schedule or a send/recv batch are
- * measured on every call; of calls through the mailbox (the ~0.2 us path)
- * on one call in COLL_OBS_MB_SAMPLE (timedCalls says how many). Waits are
- * timed with the clock reads collIdleStep already makes (every 64th idle
- * poll): a wait shorter than that (about a microsecond) is not counted.
- * Building with -DCOLL_OBS=OFF (COLL_NO_OBS) compiles every hook out, to
- * measure what they cost.
+ * Cost: a call through the mailbox (the ~0.2 us path) writes its record
+ * and its counters in one place (collObsOpAlgo), where its fields are at
+ * hand: about 50 instructions with the begin/end/launch tests, against
+ * ~1140 for the call itself (tools/obs_overhead.sh; 88 before this was
+ * reworked). Durations of calls that run a schedule or a send/recv batch
+ * are measured on every call; of mailbox calls on one call in
+ * COLL_OBS_MB_SAMPLE (timedCalls says how many). Waits are timed with the
+ * clock reads collIdleStep already makes (every 64th idle poll, from the
+ * second one of a wait on): a wait with fewer than two clock reads is not
+ * counted. Building with -DCOLL_OBS=OFF (COLL_NO_OBS) compiles every hook
+ * out, to measure what they cost.
  *
  * Threads: one thread runs a communicator's engine at a time (the issuing
  * thread or the progress thread); it is the only writer. Readers (the stats
@@ -33,6 +35,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/comm.h"
 #include "engine/engine.h"
@@ -42,8 +45,9 @@
 #define COLL_OBS_FNS (COLL_FN_COUNT + 1) /* collFunc, then barrier */
 #define COLL_OBS_FN_BARRIER COLL_FN_COUNT
 #define COLL_OBS_MB_SAMPLE 64  /* mailbox calls: one in this many is timed */
-#define COLL_OBS_CUR_TIMED 0x100u /* curBits: the running operation is timed */
-#define COLL_OBS_CUR_FAST 0x200u  /* curBits: mailbox, untimed, no events: counters only at its end */
+#define COLL_OBS_CUR_TIMED 0x100u   /* curBits: the running operation is timed */
+#define COLL_OBS_CUR_FAST 0x200u    /* curBits: mailbox, untimed, no events: counters only at its end */
+#define COLL_OBS_CUR_PENDING 0x400u /* curBits: a collective began, its record is not written yet */
 
 enum { COLL_OBS_REC_FREE = 0, COLL_OBS_REC_RUNNING = 1, COLL_OBS_REC_DONE = 2, COLL_OBS_REC_FAILED = 3 };
 
@@ -59,10 +63,16 @@ typedef struct {
 typedef struct {
   uint64_t seq;      /* collectives: the communicator's collective number; p2p: its batch number */
   uint64_t count;    /* elements as passed */
-  uint64_t chunk;    /* chunk bytes the tuner chose (0: none) */
+  uint64_t chunk;    /* chunk bytes the tuner chose (0: none; stale for the mailbox) */
   uint64_t tStartNs; /* CLOCK_MONOTONIC ns; 0: not measured */
   uint64_t tEndNs;
   uint64_t tWaitNs;  /* when the current (or last) long wait began; 0: none */
+  union { /* as in collOp (dtype, then op): copied as one word */
+    struct {
+      int32_t dtype, op;
+    };
+    uint64_t dtypeOp;
+  };
   union { /* written together at the start (one store) */
     struct {
       int32_t peer;     /* root (broadcast, reduce), peer (send, recv), else -1 */
@@ -74,8 +84,9 @@ typedef struct {
   union {
     struct {
       uint8_t fn;     /* collFunc, or COLL_OBS_FN_BARRIER */
-      uint8_t dtype, op, state, algo, nch, isP2p;
+      uint8_t state, algo, nch, isP2p;
       uint8_t timed;  /* tStartNs (and, once ended, tEndNs) were measured; else stale */
+      uint8_t pad_[2];
     };
     uint64_t meta;
   };
@@ -92,11 +103,15 @@ struct collObs {
   /* flight recorder: a ring of frSize (a power of two) records */
   collObsRecord* fr;
   uint32_t frSize;
+  uint64_t frMask;       /* frSize - 1 */
   uint64_t frNext;       /* records written so far */
+  collObsRecord* frCur;  /* the next one to write: fr[frNext & frMask] */
+  collObsRecord* frEnd;  /* fr + frSize */
   collObsRecord* cur;    /* the running operation's record (first of a p2p batch) */
-  collObsColl* curRow;   /* its counters (set with its algorithm) */
-  uint32_t curBits;      /* its algorithm id | COLL_OBS_CUR_TIMED | COLL_OBS_CUR_FAST */
+  const collOp* curOp;   /* the running collective, until its record is written (COLL_OBS_CUR_PENDING) */
+  uint32_t curBits;      /* its algorithm id | COLL_OBS_CUR_*; 0: between operations */
   int curN;              /* records of the running launch item (p2p batch size) */
+  uint32_t mbLeft;       /* mailbox calls until the next timed one (1 while events are on) */
   /* the step the engine last found pending, and the long wait now open */
   int pendCh, pendPhase, pendStep;
   int waitPeer;
@@ -142,9 +157,11 @@ void collObsEvOp(collComm_t comm, int begin, collResult_t r);
 void collObsEvStep(collComm_t comm, int begin, int c, int i, int kind, int peer, size_t bytes, int phase,
                    size_t slice);
 void collObsOpEndSlow(collComm_t comm, const collOp* op, collResult_t r);
+void collObsOpAlgoSlow(collComm_t comm, const collOp* op, int algo, int nch, size_t chunk);
+void collObsMaterialize(struct collObs* o, collComm_t comm);
 void collObsP2pBeginImpl(collComm_t comm, const collOp* ops, int n);
 void collObsP2pEndImpl(collComm_t comm, const collOp* ops, int n, collResult_t r);
-void collObsWaitingImpl(collComm_t comm, int waitPeer, double nowSec);
+void collObsWaitingImpl(collComm_t comm, int waitPeer, double sinceSec, double nowSec);
 void collObsWaitEndImpl(collComm_t comm);
 void collObsFailureImpl(collComm_t comm, collResult_t r, const char* msg);
 
@@ -162,10 +179,20 @@ static inline void collObsP2pEnd(collComm_t comm, const collOp* ops, int n, coll
   (void)comm; (void)ops; (void)n; (void)r;
   COLL_OBS_CALL(collObsP2pEndImpl(comm, ops, n, r));
 }
-/* collIdleStep read the clock while waiting on waitPeer / progress ended a long wait. */
-static inline void collObsWaiting(collComm_t comm, int waitPeer, double nowSec) {
-  (void)comm; (void)waitPeer; (void)nowSec;
-  COLL_OBS_CALL(collObsWaitingImpl(comm, waitPeer, nowSec));
+/* collIdleStep read the clock (nowSec) while waiting on waitPeer, a wait
+ * that began at its first clock read (sinceSec); progress ended a long wait.
+ * A wait with one clock read lasted 0 by the clock: nothing to count. */
+static inline void collObsWaiting(collComm_t comm, int waitPeer, double sinceSec, double nowSec) {
+  (void)comm; (void)waitPeer; (void)sinceSec; (void)nowSec;
+#ifndef COLL_NO_OBS
+  if (nowSec == sinceSec) return;
+  struct collObs* o = comm->obs;
+  if (__builtin_expect(o && o->waitSinceNs && o->waitPeer == waitPeer, 1)) {
+    o->waitLastNs = (uint64_t)(nowSec * 1e9); /* the wait goes on: its latest clock read */
+    return;
+  }
+  collObsWaitingImpl(comm, waitPeer, sinceSec, nowSec);
+#endif
 }
 static inline void collObsWaitEnd(collComm_t comm) {
   (void)comm;
@@ -185,12 +212,45 @@ static inline int collObsRecPeer(const collObsRecord* e) {
 /* Bytes per element of each collDataType_t (reduce.h has the function). */
 static const uint8_t collObsTypeBytes[collNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
 
+/* The next flight-recorder record to write (counted written). */
+static inline collObsRecord* collObsNextRecord(struct collObs* o) {
+  collObsRecord* e = o->frCur;
+  collObsRecord* n = e + 1;
+  o->frCur = n == o->frEnd ? o->fr : n;
+  o->frNext += 1; /* single writer; readers load it whole */
+  return e;
+}
+
+/* Writes the record of the collective op (running, algorithm algo on nch
+ * channels, not timed; peer = root unless noRoot: -1), makes it o->cur;
+ * returns its fn. */
+static inline uint32_t collObsRecordOp(struct collObs* o, collComm_t comm, const collOp* op, int algo, int nch,
+                                       int noRoot) {
+  collObsRecord* e = collObsNextRecord(o);
+  uint64_t dtypeOp;
+  _Static_assert(sizeof(collDataType_t) == 4 && sizeof(collRedOp_t) == 4 &&
+                     offsetof(collOp, op) == offsetof(collOp, dtype) + 4,
+                 "collOp: dtype and op are one 8-byte word");
+  memcpy(&dtypeOp, &op->dtype, sizeof dtypeOp);
+  uint32_t fn = op->sendbuff == &comm->barrierBuf[0] ? COLL_OBS_FN_BARRIER : (uint32_t)op->fn;
+  /* fn, state, algo, nch, isP2p, timed (little-endian byte order) */
+  COLL_OBS_SET(e->meta, (uint64_t)fn | (uint64_t)COLL_OBS_REC_RUNNING << 8 | (uint64_t)(uint8_t)algo << 16 |
+                            (uint64_t)(uint8_t)nch << 24);
+  COLL_OBS_SET(e->dtypeOp, dtypeOp);
+  /* peer = root, waitPeer -1 */
+  COLL_OBS_SET(e->peers, noRoot ? ~(uint64_t)0 : (uint64_t)(uint32_t)op->root | (uint64_t)0xffffffffu << 32);
+  COLL_OBS_SET(e->seq, o->collSeq);
+  COLL_OBS_SET(e->count, (uint64_t)op->count);
+  o->cur = e;
+  return fn;
+}
+
 #ifdef COLL_NO_OBS
 static inline void collObsLaunchBegin(collComm_t comm, int nops) { (void)comm; (void)nops; }
 static inline void collObsLaunchEnd(collComm_t comm, collResult_t r) { (void)comm; (void)r; }
 static inline void collObsOpBegin(collComm_t comm, const collOp* op) { (void)comm; (void)op; }
-static inline void collObsOpAlgo(collComm_t comm, int algo, int nch, size_t chunk) {
-  (void)comm; (void)algo; (void)nch; (void)chunk;
+static inline void collObsOpAlgo(collComm_t comm, const collOp* op, int algo, int nch, size_t chunk) {
+  (void)comm; (void)op; (void)algo; (void)nch; (void)chunk;
 }
 static inline void collObsOpEnd(collComm_t comm, const collOp* op, collResult_t r) { (void)comm; (void)op; (void)r; }
 static inline void collObsStepPost(collComm_t comm, int c, int i, int kind, int peer, size_t bytes, int phase,
@@ -202,66 +262,56 @@ static inline void collObsStepDone(collComm_t comm, int c, int i, int peer, int 
 }
 static inline void collObsPending(collComm_t comm, int c, int phase, int i) { (void)comm; (void)c; (void)phase; (void)i; }
 #else
+/* Counters: the engine's thread is their only writer, and adds in place
+ * (one add to memory); readers load each one whole (COLL_OBS_GET). */
+#define COLL_OBS_INC(x, v) ((x) += (v))
+
 static inline void collObsLaunchBegin(collComm_t comm, int nops) {
-  if (__builtin_expect(comm->obs->events, 0)) collObsEvLaunch(comm, 1, nops, collSuccess);
+  if (__builtin_expect(comm->obsEvents, 0)) collObsEvLaunch(comm, 1, nops, collSuccess);
 }
 static inline void collObsLaunchEnd(collComm_t comm, collResult_t r) {
-  if (__builtin_expect(comm->obs->events, 0)) collObsEvLaunch(comm, 0, 0, r);
+  if (__builtin_expect(comm->obsEvents, 0)) collObsEvLaunch(comm, 0, 0, r);
 }
 
-/* A collective starts: its flight-recorder record. */
+/* A collective starts. Its record is written once its algorithm is known
+ * (collObsOpAlgo), in one go; one that ends or fails or waits before that
+ * (a zero count, COLL_CHECK) gets it then (collObsMaterialize). */
 static inline void collObsOpBegin(collComm_t comm, const collOp* op) {
   struct collObs* o = comm->obs;
-  uint64_t k = o->frNext;
-  collObsRecord* e = &o->fr[k & (o->frSize - 1)];
-  uint64_t fn = op->sendbuff == &comm->barrierBuf[0] ? COLL_OBS_FN_BARRIER : (uint64_t)op->fn;
-  /* fn, dtype, op, state, algo, nch, isP2p, timed (little-endian byte order) */
-  uint64_t meta = fn | (uint64_t)op->dtype << 8 | (uint64_t)op->op << 16 | (uint64_t)COLL_OBS_REC_RUNNING << 24 |
-                  (uint64_t)COLL_OBS_ALGO_NONE << 32;
-  COLL_OBS_SET(o->frNext, k + 1);
-  COLL_OBS_SET(e->meta, meta);
-  COLL_OBS_SET(e->peers, (uint64_t)(uint32_t)op->root | (uint64_t)0xffffffffu << 32); /* peer = root, waitPeer -1 */
-  COLL_OBS_SET(e->seq, o->collSeq);
-  COLL_OBS_SET(e->count, (uint64_t)op->count);
-  o->cur = e;
-  o->curN = 1;
-  o->curBits = COLL_OBS_ALGO_NONE;
+  o->curOp = op;
+  o->curBits = COLL_OBS_CUR_PENDING;
 }
 
-/* The collective's algorithm is known (mailbox or a registry row): timing
- * starts (mailbox: one call in COLL_OBS_MB_SAMPLE), events start. */
-static inline void collObsOpAlgo(collComm_t comm, int algo, int nch, size_t chunk) {
+/* The collective's algorithm is known (mailbox or a registry row): its
+ * record. A mailbox call that is not timed is counted here, where what
+ * the counters need is at hand (COLL_OBS_CUR_FAST: only its end is left);
+ * timing (every schedule, one mailbox call in COLL_OBS_MB_SAMPLE) and
+ * events start out of line. */
+static inline void collObsOpAlgo(collComm_t comm, const collOp* op, int algo, int nch, size_t chunk) {
   struct collObs* o = comm->obs;
-  collObsRecord* e = o->cur;
-  collObsColl* row = &o->coll[e->fn][algo];
-  o->curRow = row;
-  COLL_OBS_SET(e->algo, (uint8_t)algo);
-  COLL_OBS_SET(e->nch, (uint8_t)nch);
-  if (algo == COLL_OBS_ALGO_MAILBOX && (row->calls & (COLL_OBS_MB_SAMPLE - 1)) != 0 && !o->events) {
+  if (algo == COLL_OBS_ALGO_MAILBOX && __builtin_expect(--o->mbLeft != 0, 1)) {
+    uint32_t fn = collObsRecordOp(o, comm, op, algo, nch, 1); /* mailbox collectives have no root */
+    collObsColl* k = &o->coll[fn][COLL_OBS_ALGO_MAILBOX];
+    COLL_OBS_INC(k->calls, 1);
+    COLL_OBS_INC(k->bytes, (uint64_t)op->count * collObsTypeBytes[(uint32_t)op->dtype]);
+    COLL_OBS_INC(o->collSeq, 1);
     o->curBits = (uint32_t)algo | COLL_OBS_CUR_FAST;
     return;
   }
-  o->curBits = (uint32_t)algo | COLL_OBS_CUR_TIMED;
-  COLL_OBS_SET(e->chunk, (uint64_t)chunk);
-  COLL_OBS_SET(e->tStartNs, collObsNowNs());
-  COLL_OBS_SET(e->timed, 1);
-  if (__builtin_expect(o->events, 0)) collObsEvOp(comm, 1, collSuccess);
+  collObsOpAlgoSlow(comm, op, algo, nch, chunk);
 }
 
 /* The collective ended (r: its result): counters, record, events. */
 static inline void collObsOpEnd(collComm_t comm, const collOp* op, collResult_t r) {
   struct collObs* o = comm->obs;
-  if ((o->curBits & COLL_OBS_CUR_FAST) && r == collSuccess) {
-    /* the mailbox fast path: counters only; a long wait ends at its last clock read */
+  if (__builtin_expect(o->curBits == (COLL_OBS_ALGO_MAILBOX | COLL_OBS_CUR_FAST) && r == collSuccess, 1)) {
+    /* the mailbox fast path (counted at its start); a long wait ends at its last clock read */
     if (o->waitSinceNs) {
-      COLL_OBS_ADD(o->peers[o->waitPeer].waitNs, o->waitLastNs - o->waitSinceNs);
+      COLL_OBS_INC(o->peers[o->waitPeer].waitNs, o->waitLastNs - o->waitSinceNs);
       o->waitSinceNs = 0;
     }
-    collObsColl* k = o->curRow;
-    COLL_OBS_SET(k->calls, k->calls + 1);
-    COLL_OBS_SET(k->bytes, k->bytes + (uint64_t)op->count * collObsTypeBytes[op->dtype]);
-    COLL_OBS_SET(o->collSeq, o->collSeq + 1);
     COLL_OBS_SET(o->cur->state, COLL_OBS_REC_DONE);
+    o->curBits = 0;
     return;
   }
   collObsOpEndSlow(comm, op, r);
@@ -278,11 +328,11 @@ static inline void collObsStepDone(collComm_t comm, int c, int i, int peer, int 
   struct collObs* o = comm->obs;
   collObsPeer* p = &o->peers[peer];
   if (isSend) {
-    COLL_OBS_ADD(p->bytesSent, bytes);
-    COLL_OBS_ADD(p->msgsSent, 1);
+    COLL_OBS_INC(p->bytesSent, bytes);
+    COLL_OBS_INC(p->msgsSent, 1);
   } else {
-    COLL_OBS_ADD(p->bytesRecv, bytes);
-    COLL_OBS_ADD(p->msgsRecv, 1);
+    COLL_OBS_INC(p->bytesRecv, bytes);
+    COLL_OBS_INC(p->msgsRecv, 1);
   }
   if (__builtin_expect(o->events, 0)) collObsEvStep(comm, 0, c, i, 0, peer, bytes, 0, 0);
 }

@@ -85,6 +85,9 @@ uint16_t collFloatToBf16(float f) {
   return (uint16_t)(x >> 16);
 }
 
+/* elements per block of the 16-bit float loops (float32 temporaries on the stack) */
+#define BLOCK 512
+
 /* ---- F16C fast path ------------------------------------------------------ */
 
 #ifdef COLL_F16C
@@ -173,6 +176,51 @@ static void f2bArray(uint16_t* d, const float* s, size_t n, int fast) {
   (void)fast;
 }
 
+/* ---- float32 working copies of 16-bit floats ------------------------------ */
+
+int collTypeIsHalf(collDataType_t t) { return t == collFloat16 || t == collBfloat16; }
+
+void collReduceWiden(float* dst, const void* src, size_t n, collDataType_t t) {
+  if (t == collFloat16) collHalfToFloatArray(dst, (const uint16_t*)src, n, 1);
+  else if (t == collBfloat16) b2fArray(dst, (const uint16_t*)src, n, 1);
+}
+
+/* Rounds n floats into t (whole array: the F16C path runs 8 at a time). */
+static void narrowRaw(uint16_t* d, const float* s, size_t n, collDataType_t t) {
+  if (t == collFloat16) collFloatToHalfArray(d, s, n, 1);
+  else if (t == collBfloat16) f2bArray(d, s, n, 1);
+}
+
+void collReduceNarrow(void* dst, const float* src, size_t n, collDataType_t t, int divisor) {
+  uint16_t* d = (uint16_t*)dst;
+  if (divisor <= 1) {
+    narrowRaw(d, src, n, t);
+    return;
+  }
+  float q[BLOCK], dv = (float)divisor;
+  for (size_t i = 0; i < n; i += BLOCK) {
+    size_t m = n - i < BLOCK ? n - i : BLOCK;
+    for (size_t j = 0; j < m; j++) q[j] = src[i + j] / dv;
+    narrowRaw(d + i, q, m, t);
+  }
+}
+
+void collReducePreMul(void* dst, const void* src, size_t n, collDataType_t t, int nranks) {
+  if (!collTypeIsHalf(t)) return;
+  uint16_t* d = (uint16_t*)dst;
+  const uint16_t* s = (const uint16_t*)src;
+  uint16_t k16;
+  float inv = 1.0f / (float)(nranks > 0 ? nranks : 1), k, f[BLOCK];
+  narrowRaw(&k16, &inv, 1, t); /* the factor itself in t, as NCCL's scalar */
+  collReduceWiden(&k, &k16, 1, t);
+  for (size_t i = 0; i < n; i += BLOCK) {
+    size_t m = n - i < BLOCK ? n - i : BLOCK;
+    collReduceWiden(f, s + i, m, t);
+    for (size_t j = 0; j < m; j++) f[j] *= k; /* exact in float32: 2 x 11 bits */
+    narrowRaw(d + i, f, m, t);
+  }
+}
+
 /* ---- element ops --------------------------------------------------------- */
 
 #define OP_SUM(T, p, q) ((T)((p) + (q)))
@@ -220,7 +268,6 @@ DEFINE_FPICK(fmin_double, double, uint64_t, 63, 0x7ff0000000000000u,
 
 /* 16-bit float kernel: widen a block of a and b, combine in float32, round
  * back. Whole blocks are read before dst is written, so aliasing is safe. */
-#define BLOCK 512
 #define KERNEL16(NAME, TOF, FROMF, OP)                                   \
   static void NAME(void* dst, const void* a, const void* b, size_t n) {  \
     uint16_t* d = (uint16_t*)dst;                                        \

@@ -28,6 +28,19 @@ collReduceFn collReduceGetFn(collDataType_t t, collRedOp_t op);
  * NCCL; float16/bfloat16 via float32, rounded to nearest even). */
 void collReduceAvgFinish(void* buf, size_t n, collDataType_t t, int nranks);
 
+/* float16/bfloat16 working copies (the engine's float32 accumulation,
+ * COLL_HALF_ACCUM): t must be collFloat16 or collBfloat16 (other types are
+ * a no-op). Widen: dst[i] = src[i] exactly. Narrow: dst[i] = src[i] /
+ * divisor rounded once to nearest even (divisor 1: no division; avg passes
+ * nranks). PreMul: dst[i] = round(src[i] * round(1 / nranks)), NCCL's
+ * pre-multiplied average in the type itself (COLL_HALF_ACCUM=native). dst
+ * and src do not overlap. */
+void collReduceWiden(float* dst, const void* src, size_t n, collDataType_t t);
+void collReduceNarrow(void* dst, const float* src, size_t n, collDataType_t t, int divisor);
+void collReducePreMul(void* dst, const void* src, size_t n, collDataType_t t, int nranks);
+/* 1 for collFloat16 and collBfloat16. */
+int collTypeIsHalf(collDataType_t t);
+
 /* Conversions (round to nearest even, NaN preserved). */
 float collHalfToFloat(uint16_t h);
 uint16_t collFloatToHalf(float f);

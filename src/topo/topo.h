@@ -147,4 +147,10 @@ const char* collTopoLinkName(int cls);
  * outcome is logged at INFO (INIT). */
 void collTopoPinProgressThread(collComm_t comm);
 
+/* Of a transport's n devices (their collNetProperties_t.pciPath), the one
+ * nearest to the calling rank in this machine's topology (topo_nic.c: its
+ * GPU's PCIe switch, else its NUMA node), ties spread by `spread` (the
+ * rank); 0 when n <= 1 or the topology is unavailable. why: for the log. */
+int collTopoPickNetDev(const char* const* pciPaths, int n, int spread, char* why, size_t whyLen);
+
 #endif

@@ -8,7 +8,8 @@
 #include "topo/topo.h"
 
 #define COLL_TOPO_NAME_LEN 32
-#define COLL_TOPO_NIC_NAMES 2 /* OS devices kept per NIC, e.g. ib0 + mlx5_0 */
+#define COLL_TOPO_NIC_NAMES 3 /* names kept per NIC: 2 OS devices (e.g. ib0 + mlx5_0), then the PCI bus id */
+#define COLL_TOPO_NIC_BUSID 2 /* the name slot of the PCI bus id, "0000:05:00.0" */
 /* PCI info attached to NIC PCI devices (in the live topology, exported to XML). */
 #define COLL_TOPO_SPEED_INFO "CollSpeedMbps"
 
@@ -40,5 +41,21 @@ collResult_t collTopoWithLocal(void (*fn)(const collTopoLocal* l, void* arg), vo
  * or NULL; why: the reason, for the log). */
 void collTopoPlace(const collTopoLocal* l, const char* netDev, collTopoRank* r, hwloc_bitmap_t* pinSet,
                    char* why, size_t whyLen);
+
+/* topo_nic.c: the NIC of the summary (index in s->nics) that a transport
+ * device's PCI path stands for: its last component that is a PCI bus id
+ * ("/sys/devices/pci0000:00/0000:00:02.0/0000:05:00.0" or "0000:05:00.0";
+ * matched case-insensitively), -1 when none matches. */
+int collTopoNicOfPci(const collTopoSummary* s, const collTopoNicNames* names, const char* pciPath);
+/* topo_nic.c: of n transport devices (their PCI paths), the one nearest to a
+ * rank with GPU `gpu` (summary index, -1: host memory) on NUMA node `numa`
+ * (-1: unknown): for a GPU, the devices on its PCIe switch, else on its NUMA
+ * node, else its package; for a host rank, those on its NUMA node. Ties are
+ * spread: the GPUs of one switch take its devices in turn, host ranks by
+ * `spread` (the rank) modulo the tied count. Devices that match no NIC of the
+ * topology count as farthest. Returns the device index (0 when n is 1 or
+ * nothing matches); why (may be NULL) says how it was chosen. */
+int collTopoPickNic(const collTopoSummary* s, const collTopoNicNames* names, const char* const* pciPaths, int n,
+                    int gpu, int numa, int spread, char* why, size_t whyLen);
 
 #endif

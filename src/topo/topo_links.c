@@ -196,6 +196,7 @@ double collTopoLinkLat(collComm_t comm, int a, int b) {
 /* ---- init ------------------------------------------------------------------- */
 typedef struct {
   const char* netDev;
+  const char* pciPath; /* of that device: matched by bus id when the name is not a NIC of the topology */
   collTopoPeer* me;
   hwloc_bitmap_t pinSet;
   char* why;
@@ -208,6 +209,14 @@ static void placeFn(const collTopoLocal* l, void* arg) {
   collTopoPlaceArg* p = arg;
   p->me->node = l->sum;
   collTopoPlace(l, p->netDev, &p->me->rank, &p->pinSet, p->why, p->whyLen);
+  if (p->me->rank.nic < 0 && p->pciPath && *p->pciPath) {
+    int nic = collTopoNicOfPci(&l->sum, &l->nicNames, p->pciPath);
+    if (nic >= 0) {
+      const char* name = l->nicNames[nic][0][0] ? l->nicNames[nic][0] : l->nicNames[nic][COLL_TOPO_NIC_BUSID];
+      hwloc_bitmap_free(p->pinSet); /* placed again: the pin decision follows the NIC */
+      collTopoPlace(l, name, &p->me->rank, &p->pinSet, p->why, p->whyLen);
+    }
+  }
   if (p->me->rank.nic >= 0) snprintf(p->nicName, sizeof p->nicName, "%s", l->nicNames[p->me->rank.nic][0]);
 }
 
@@ -267,9 +276,10 @@ collResult_t collTopoInit(collComm_t comm) {
   }
   collNetProperties_t props;
   memset(&props, 0, sizeof props);
-  const collNet_v2_t* net = comm->nets[COLL_NET_INTER];
-  if (net && net->getProperties(comm->netDev, &props) != collSuccess) memset(&props, 0, sizeof props);
-  collTopoPlaceArg arg = {props.name, &peers[comm->rank], NULL, t->pinWhy, sizeof t->pinWhy, ""};
+  int k = comm->interSlot; /* the network transport of most of this rank's pairs */
+  const collNet_v2_t* net = k > 0 ? comm->nets[k] : NULL;
+  if (net && net->getProperties(comm->netDev[k], &props) != collSuccess) memset(&props, 0, sizeof props);
+  collTopoPlaceArg arg = {props.name, props.pciPath, &peers[comm->rank], NULL, t->pinWhy, sizeof t->pinWhy, ""};
   collResult_t r = collTopoWithLocal(placeFn, &arg);
   collTopoRank* me = &peers[comm->rank].rank;
   if (r == collSuccess) {

@@ -205,10 +205,12 @@ static void readDistances(hwloc_topology_t topo, collTopoSummary* s, hwloc_obj_t
 /* Copies up to COLL_TOPO_NIC_NAMES network / OpenFabrics OS device names. */
 static void nicNames(hwloc_obj_t o, char (*out)[COLL_TOPO_NAME_LEN]) {
   int k = 0;
-  for (hwloc_obj_t c = o->io_first_child; c && k < COLL_TOPO_NIC_NAMES; c = c->next_sibling)
+  for (hwloc_obj_t c = o->io_first_child; c && k < COLL_TOPO_NIC_NAMES - 1; c = c->next_sibling)
     if (c->type == HWLOC_OBJ_OS_DEVICE && c->name &&
         (c->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK || c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS))
       snprintf(out[k++], COLL_TOPO_NAME_LEN, "%s", c->name);
+  snprintf(out[COLL_TOPO_NIC_BUSID], COLL_TOPO_NAME_LEN, "%04x:%02x:%02x.%x", o->attr->pcidev.domain,
+           o->attr->pcidev.bus, o->attr->pcidev.dev, o->attr->pcidev.func);
 }
 
 /* Saturating count for the uint8_t fields. */

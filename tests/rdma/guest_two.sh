@@ -37,5 +37,10 @@ step two.hier_leader job env COLL_TEST_QUICK=1 COLL_ALGO="allreduce:hier_chain_r
   timeout 600 "$B/tests/integration/test_collectives"
 step two.route job env COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=NET timeout 120 "$B/benchmarks/allreduce_perf" -b 1M -e 1M -n 2 -w 1 -c 1
 step two.route.gid check_log "GID index 1 ::ffff:198.18.0.$((N + 1))"
+# COLL_NET unset: each pair takes the first transport of the list that fits
+# (shm inside the node, ib between the nodes), named per pair at INFO
+step two.default_list job env -u COLL_NET COLL_DEBUG=INFO COLL_DEBUG_SUBSYS=INIT timeout 120 \
+  "$B/benchmarks/allreduce_perf" -b 1M -e 1M -n 2 -w 1 -c 1
+step two.default_list.pairs check_log "transports: shm to ranks $((2 * N))-$((2 * N + 1)); ib (rxe0) to ranks"
 echo "SUITE_DONE failures=$FAILS"
 exit $FAILS

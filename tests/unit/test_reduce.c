@@ -685,6 +685,85 @@ static void test_avg_float(void** state) {
     }
 }
 
+/* ---- float32 working copies (COLL_HALF_ACCUM) ------------------------------ */
+
+/* Widen is exact and Narrow rounds to nearest even once, dividing first:
+ * every float16 and bfloat16 value, divisors 1, 3 and 4, against the
+ * reference conversions. */
+static void test_widen_narrow(void** state) {
+  (void)state;
+  static uint16_t in[65536], out[65536];
+  static float w[65536];
+  for (int bf = 0; bf < 2; bf++) {
+    collDataType_t t = bf ? collBfloat16 : collFloat16;
+    for (uint32_t i = 0; i < 65536; i++) in[i] = (uint16_t)i;
+    collReduceWiden(w, in, 65536, t);
+    for (uint32_t i = 0; i < 65536; i++) {
+      float x = bf ? ref_b2f((uint16_t)i) : ref_h2f((uint16_t)i);
+      if (isnan(x)) assert_true(isnan(w[i]));
+      else assert_int_equal(f2u(w[i]), f2u(x));
+    }
+    static const int div[] = {1, 3, 4};
+    for (int k = 0; k < 3; k++) {
+      collReduceNarrow(out, w, 65536, t, div[k]);
+      for (uint32_t i = 0; i < 65536; i++) {
+        float q = w[i] / (float)div[k];
+        if (isnan(q)) {
+          if (!elem_is_nan(t, (const unsigned char*)&out[i])) fail_msg("narrow %d nan 0x%x", bf, i);
+        } else {
+          EXPECT_BITS(bf ? "bf16 narrow" : "half narrow", i, bf ? ref_f2b(q) : ref_f2h(q), out[i]);
+        }
+      }
+    }
+  }
+  /* the sum NCCL's per-step rounding loses: 1 + 2^-11 + 2^-11 in float32 */
+  float acc[1] = {1.0f + 0x1p-11f + 0x1p-11f};
+  uint16_t h;
+  collReduceNarrow(&h, acc, 1, collFloat16, 1);
+  assert_int_equal(h, 0x3c01); /* 1 + 2^-10 */
+  /* avg of 4 x 30000 in float32 does not overflow float16 */
+  acc[0] = 120000.0f;
+  collReduceNarrow(&h, acc, 1, collFloat16, 4);
+  assert_int_equal(h, collFloatToHalf(30000.0f));
+  /* other types: a no-op */
+  uint16_t keep = 0x1234;
+  collReduceNarrow(&keep, acc, 1, collFloat32, 1);
+  collReducePreMul(&keep, &keep, 1, collInt32, 4);
+  assert_int_equal(keep, 0x1234);
+  assert_true(collTypeIsHalf(collFloat16) && collTypeIsHalf(collBfloat16) && !collTypeIsHalf(collFloat32));
+}
+
+/* PreMul is NCCL's float16 average: x * round(1/n), rounded once (the
+ * product of two float16 values is exact in float32). */
+static void test_premul(void** state) {
+  (void)state;
+  uint16_t x[4] = {collFloatToHalf(30000.0f), collFloatToHalf(0x1p-24f), collFloatToHalf(-3.0f), 0x7c00};
+  uint16_t y[4];
+  collReducePreMul(y, x, 4, collFloat16, 3);
+  /* 1/3 in float16 is 0.333251953125; 30000 x that = 9997.56 -> 10000 */
+  assert_int_equal(y[0], collFloatToHalf(10000.0f));
+  assert_int_equal(y[1], 0x0000); /* 2^-24 / 3 underflows, as in NCCL */
+  assert_int_equal(y[2], collFloatToHalf(-3.0f * 0.333251953125f));
+  assert_int_equal(y[3], 0x7c00);
+  collReducePreMul(y, x, 1, collFloat16, 4);
+  assert_int_equal(y[0], collFloatToHalf(7500.0f));
+  uint16_t b = collFloatToBf16(3.0f), c;
+  collReducePreMul(&c, &b, 1, collBfloat16, 3); /* 1/3 in bfloat16 = 0.333984375 */
+  assert_int_equal(c, collFloatToBf16(3.0f * 0.333984375f));
+  static uint16_t all[65536], got[65536];
+  for (uint32_t i = 0; i < 65536; i++) all[i] = (uint16_t)i;
+  collReducePreMul(got, all, 65536, collFloat16, 7);
+  float k = ref_h2f(ref_f2h(1.0f / 7.0f));
+  for (uint32_t i = 0; i < 65536; i++) {
+    float q = ref_h2f((uint16_t)i) * k;
+    if (isnan(q)) {
+      if (!elem_is_nan(collFloat16, (const unsigned char*)&got[i])) fail_msg("premul nan 0x%x", i);
+    } else {
+      EXPECT_BITS("half premul", i, ref_f2h(q), got[i]);
+    }
+  }
+}
+
 /* Runs every test. */
 int main(void) {
   const struct CMUnitTest tests[] = {
@@ -710,6 +789,8 @@ int main(void) {
       cmocka_unit_test(test_f16_sum_rounding),
       cmocka_unit_test(test_avg_int),
       cmocka_unit_test(test_avg_float),
+      cmocka_unit_test(test_widen_narrow),
+      cmocka_unit_test(test_premul),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

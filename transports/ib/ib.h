@@ -23,7 +23,9 @@
  *    readable (POLLIN) on any completion, incoming connection or async event;
  *    send comms give -1 (a completion never makes an fd writable, and the
  *    engine waits on sends with POLLOUT: the caller spins with yields);
- *  - regMr registers host memory through the device's registration cache;
+ *  - regMr registers host memory through the device's registration cache
+ *    (COLL_IB_REG_CACHE entries; the engine keeps its own, engine/reg.h,
+ *    and passes its handles to isend/irecv; a NULL mhandle registers here);
  *    iput is not supported (collInvalidUsage); iflush is a no-op. */
 extern const collNet_v2_t collNetIb;
 

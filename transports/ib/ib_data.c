@@ -248,6 +248,7 @@ static void issueSends(collIbComm* c, int* progressed) {
           memset(t, 0, sizeof *t);
           t->size = r->size;
           t->seq = (uint32_t)k;
+          t->tag = r->tag;
           if (postWrite(c, q, WRID(k, q, IB_WR_RTS), t, sizeof *t, c->ctrlMr->lkey,
                         c->remAddr + IB_DEPTH * (uint64_t)IB_SLOT + (k % IB_DEPTH) * sizeof *t, c->remKey,
                         (int64_t)((k & IB_IMM_SEQ) | IB_IMM_RTS)) != collSuccess)
@@ -341,6 +342,7 @@ static void sendCredit(collIbComm* c, int* progressed) {
 static void finishRecv(collIbComm* c, collIbReq* r) {
   const collIbRec* h = (const collIbRec*)slot(c, r->seq);
   if ((h->flags & IB_REC_TOOBIG) || h->size > r->size) {
+    c->errTag = h->tag;
     collIbFail(c, collRemoteError, "ib: message from %s: peer sent %llu bytes, receiver posted %zu", c->peerDesc,
                (unsigned long long)h->size, r->size);
     return;
@@ -373,6 +375,7 @@ static void finishRecvs(collIbComm* c, int* progressed) {
       finishRecv(c, r);
       *progressed = 1;
     } else if (c->rtsSeen[k % IB_DEPTH] == k + 1 && rtsEntry(c, k)->size > r->size) {
+      c->errTag = rtsEntry(c, k)->tag;
       collIbFail(c, collRemoteError, "ib: message from %s: peer sent %llu bytes, receiver posted %zu", c->peerDesc,
                  (unsigned long long)rtsEntry(c, k)->size, r->size);
       *progressed = 1;
@@ -518,6 +521,7 @@ collResult_t collIbTest(void* request, int* done, size_t* size, uint64_t* tag) {
   if (c->err != collSuccess) {
     releaseReg(c, r);
     r->state = IB_REQ_FREE;
+    if (tag && c->errTag) *tag = c->errTag;
     return collSetError(c->err, "%s", c->errMsg);
   }
   return collSuccess;

@@ -216,7 +216,14 @@ collResult_t collIbDiscover(void) {
   const collIbvOps* v = collIb.v;
   int n = 0;
   struct ibv_device** list = v->getDeviceList(&n);
-  if (!list) return collSetError(collSystemError, "ib: ibv_get_device_list failed: %s", strerror(errno));
+  if (!list) {
+    int e = errno;
+    if (e == ENOSYS) /* libibverbs' answer when the kernel exposes no RDMA devices */
+      return collSetError(collSystemError, "ib: no RDMA device: the kernel has no InfiniBand/RoCE support loaded "
+                                           "(ibv_get_device_list: %s; /sys/class/infiniband is empty or missing)",
+                          strerror(e));
+    return collSetError(collSystemError, "ib: ibv_get_device_list failed: %s", strerror(e));
+  }
   collResult_t r = collSuccess;
   for (int i = 0; i < n && collIb.nhca < IB_MAX_HCAS && r == collSuccess; i++) {
     const char* name = v->getDeviceName(list[i]);

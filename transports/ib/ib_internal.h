@@ -7,7 +7,7 @@
  *   ib_connect.c  listen/connect/accept, the TCP side channel, QP states,
  *                 the service routine (incoming connections, CQ and async events)
  *   ib_data.c     isend/irecv/test: the clear-to-send FIFO, eager slots, RDMA writes
- *   ib_regcache.c registrations of user buffers (generic, by address range)
+ *   (src/engine/regcache.c: the generic registration cache by address range)
  *   ib.c          the collNet_v2_t table
  *
  * Protocol. A connection is a TCP socket (the side channel: handshake, then
@@ -48,7 +48,7 @@
 #include <stdint.h>
 
 #include "coll_net.h"
-#include "ib_regcache.h"
+#include "engine/regcache.h"
 #include "ib_verbs.h"
 #include "misc/socket.h"
 
@@ -137,7 +137,9 @@ _Static_assert(sizeof(collIbRec) == 64, "record is 64 bytes");
 typedef struct {
   uint64_t size;
   uint32_t seq; /* low 32 bits of the message number */
-  uint8_t pad[52];
+  uint32_t pad0;
+  uint64_t tag; /* the message's tag: a receiver that refuses it as too large reports it */
+  uint8_t pad[40];
 } collIbRts;
 _Static_assert(sizeof(collIbRts) == 64, "RTS entry is 64 bytes");
 
@@ -289,6 +291,7 @@ typedef struct collIbComm {
   collIbReq reqs[IB_DEPTH];
   collResult_t err; /* sticky failure */
   char errMsg[700];
+  uint64_t errTag; /* the sender's tag of a message refused as too large (reported by test) */
   _Atomic int failed; /* set by the service routine (async event) with failMsg */
   char failMsg[400];
   double nextCheck;

@@ -80,6 +80,7 @@ struct lbConn {
   uint64_t matched;    /* messages delivered: head sequence of both ends */
   collResult_t err;    /* sticky failure of the connection */
   char errMsg[256];
+  uint64_t errTag;     /* the sender's tag of a message refused as too large (reported by test) */
   lbConn* nextPending; /* endpoint's pending-accept list */
 };
 typedef struct lbListen {
@@ -159,6 +160,7 @@ static void lbMatch(lbConn* c) {
     lbReq *m = &s->reqs[c->matched % LB_N], *b = &r->reqs[c->matched % LB_N];
     if (m->readyAt > 0 && collTimeNow() < m->readyAt) break;
     if (m->size > b->size) {
+      c->errTag = m->tag;
       lbBreak(c, "loopback: peer sent %zu bytes, receiver posted %zu (nothing written)", m->size, b->size);
       return;
     }
@@ -367,6 +369,7 @@ static collResult_t lbTest(void* request, int* done, size_t* size, uint64_t* tag
     q->live = 0;
   } else if ((r = lbFailure(c, e, &why)) != collSuccess) {
     snprintf(msg, sizeof msg, "%s", why);
+    if (tag && !e->isSend && c->errTag) *tag = c->errTag;
     q->live = 0;
     lbDrop(q);
   } else {

@@ -113,6 +113,7 @@ typedef struct shmComm {
   unsigned long long copyMsgs, cmaMsgs;
   collResult_t err;
   char errMsg[400];
+  uint64_t errTag;  /* receiver: the sender's tag of a message refused as too large (reported by test) */
   shmReq reqs[COLL_SHM_MAX_REQUESTS];
 } shmComm;
 

@@ -115,6 +115,11 @@ static int shmPeerGone(shmComm* c) {
   return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
+/* Receiver: did the sender publish since c->peer was loaded? A sender may
+ * publish, close and exit between the caller's look at the ring and the
+ * checks below; what it published is still delivered. */
+static int shmNewData(shmComm* c) { return !c->isSend && atomic_load(&c->hdr->head) != c->peer; }
+
 int shmPeerRejected(shmComm* c, char* why, size_t whySize) {
   shmNak nak;
   ssize_t n = recv(c->sock, &nak, sizeof nak, MSG_PEEK | MSG_DONTWAIT);
@@ -130,15 +135,16 @@ int shmPeerRejected(shmComm* c, char* why, size_t whySize) {
  * rejecting peer into collRemoteError. Returns 0 (keep waiting) or -1. */
 static int shmBlocked(shmComm* c) {
   uint32_t closed = atomic_load(c->isSend ? &c->hdr->recvClosed : &c->hdr->sendClosed);
-  if (closed != SHM_OPEN)
+  if (closed != SHM_OPEN && !shmNewData(c))
     return shmFail(c, collRemoteError, "shm: peer process %d %s the shared-memory connection", c->peerPid,
                    closed == SHM_FAILED ? "failed and closed" : "closed");
+  if (closed != SHM_OPEN) return 0; /* the caller reads what came first */
   double now = collTimeNow();
   if (now - c->lastCheck < SHM_CHECK_S) return 0;
   c->lastCheck = now;
   char why[sizeof c->errMsg];
   if (c->isSend && shmPeerRejected(c, why, sizeof why)) return shmFail(c, collRemoteError, "%s", why);
-  if (shmPeerGone(c))
+  if (shmPeerGone(c) && !shmNewData(c))
     return shmFail(c, collRemoteError, "shm: peer process %d closed the shared-memory connection (process exited?)",
                    c->peerPid);
   return 0;
@@ -319,6 +325,7 @@ static int shmRecvAdvance(shmComm* c, shmReq* r) {
         continue;
       }
       if (msgLen > r->size) {
+        c->errTag = tag;
         if (kind == SHM_SLOT_CMA) {
           s->chunkLen = r->size;
           s->status = SHM_CMA_TOOBIG;
@@ -410,6 +417,7 @@ collResult_t shmTest(void* request, int* done, size_t* size, uint64_t* tag) {
   }
   if (c->err != collSuccess) {
     r->state = SHM_REQ_FREE;
+    if (tag && c->errTag) *tag = c->errTag;
     return collSetError(c->err, "%s", c->errMsg);
   }
   return collSuccess;

@@ -64,6 +64,7 @@ typedef struct tcpComm {
   uint64_t progressed; /* every request below this one is finished */
   collResult_t err;    /* sticky failure of the connection */
   char errMsg[512];
+  uint64_t errTag;     /* the sender's tag of a message refused as too large (reported by test) */
   tcpReq reqs[COLL_TCP_MAX_REQUESTS];
 } tcpComm;
 
@@ -150,9 +151,11 @@ static collResult_t tcpAdvance(tcpComm* c, tcpReq* r, int* done) {
     r->hdrOff += (size_t)m;
     if (r->hdrOff == sizeof r->hdr && !c->isSend) {
       uint64_t len = get64(r->hdr);
-      if (len > r->size)
+      if (len > r->size) {
+        c->errTag = get64(r->hdr + 8);
         return tcpFail(c, collRemoteError, "tcp: message from %s: peer sent %llu bytes, receiver posted %zu",
                        c->peer, (unsigned long long)len, r->size);
+      }
       r->len = (size_t)len;
       r->tag = get64(r->hdr + 8);
     }
@@ -422,6 +425,7 @@ static collResult_t tcpTest(void* request, int* done, size_t* size, uint64_t* ta
   }
   if (c->err != collSuccess) {
     r->state = REQ_FREE;
+    if (tag && c->errTag) *tag = c->errTag;
     return collSetError(c->err, "%s", c->errMsg);
   }
   return collSuccess;

@@ -1,9 +1,10 @@
 /*
- * ib_regcache.h - a cache of memory registrations keyed by address range.
+ * regcache.h - a cache of memory registrations keyed by address range.
  *
- * Generic: the owner supplies reg/dereg callbacks (the ib transport passes
- * ibv_reg_mr/ibv_dereg_mr on its protection domain); nothing here knows
- * verbs. Ranges are whole pages. A lookup returns an entry whose range covers
+ * Generic: the owner supplies reg/dereg callbacks (the engine passes a
+ * transport's regMr/deregMr, engine/reg.h; the ib transport, for callers
+ * that give no memory handle, ibv_reg_mr/ibv_dereg_mr on its protection
+ * domain); nothing here knows verbs. Ranges are whole pages. A lookup returns an entry whose range covers
  * the request with at least the requested access, most recently used first,
  * with a reference held until collRegCachePut. Unreferenced entries beyond
  * `maxEntries` are released, least recently used first; maxEntries 0 caches
@@ -17,15 +18,16 @@
  * receive into the old pages, silently (test_collectives does exactly this:
  * each case mmaps fresh buffers; on Soft-RoCE with the cache on, its
  * reduce-scatter of 4 MiB read garbage). Releasing pages back to the kernel
- * (MADV_DONTNEED, heap trimming) has the same effect. So the ib transport
- * caches only when COLL_IB_REG_CACHE > 0 asks for it (applications that keep
- * their buffers, as frameworks' caching allocators do); by default each
- * message registers its buffer and releases it when it completes.
+ * (MADV_DONTNEED, heap trimming) has the same effect. The engine's owner of
+ * this cache (engine/reg.h) therefore checks every hit against the page
+ * frames the registration pinned (/proc/self/pagemap) and invalidates the
+ * entry when they differ; where the frames cannot be read (no
+ * CAP_SYS_ADMIN) it registers per message unless told otherwise.
  *
  * Thread-safe (one mutex).
  */
-#ifndef COLL_TRANSPORT_IB_REGCACHE_H_
-#define COLL_TRANSPORT_IB_REGCACHE_H_
+#ifndef COLL_ENGINE_REGCACHE_H_
+#define COLL_ENGINE_REGCACHE_H_
 
 #include <stddef.h>
 #include <stdint.h>
@@ -47,7 +49,7 @@ typedef struct collRegEntry {
 typedef struct collRegCache collRegCache;
 
 typedef struct {
-  uint64_t hits, misses, evictions, live;
+  uint64_t hits, misses, evictions, invalidations, live;
 } collRegStats;
 
 collRegCache* collRegCacheCreate(collRegFn reg, collDeregFn dereg, void* ctx, int maxEntries);
@@ -55,8 +57,15 @@ collRegCache* collRegCacheCreate(collRegFn reg, collDeregFn dereg, void* ctx, in
  * bits including `access`: 0 and *entry, or the reg callback's errno. */
 int collRegCacheGet(collRegCache* c, const void* addr, size_t len, int access, collRegEntry** entry);
 void collRegCachePut(collRegCache* c, collRegEntry* e);
+/* Like Put, and the entry is no longer found (the memory behind it changed):
+ * released once its last reference goes. */
+void collRegCacheInvalidate(collRegCache* c, collRegEntry* e);
+/* Every entry that overlaps [addr, addr + len) is no longer found (memory
+ * the owner frees); referenced ones go with their last reference. */
+void collRegCacheForget(collRegCache* c, const void* addr, size_t len);
 void collRegCacheStats(collRegCache* c, collRegStats* st);
-/* Releases every entry (references held are dropped). */
+/* Releases every entry, also those still referenced (the references held
+ * become invalid). */
 void collRegCacheDestroy(collRegCache* c);
 
 #endif

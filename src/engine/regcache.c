@@ -1,5 +1,5 @@
-/* ib_regcache.c - registrations by address range, MRU list (ib_regcache.h). */
-#include "ib_regcache.h"
+/* regcache.c - registrations by address range, MRU list (regcache.h). */
+#include "engine/regcache.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@ struct collRegCache {
   uintptr_t page;
   collRegEntry* head; /* most recently used */
   collRegEntry* tail;
+  collRegEntry* limbo; /* entries no longer findable that still have references */
   collRegStats st;
 };
 
@@ -36,6 +37,20 @@ static void unlink_(collRegCache* c, collRegEntry* e) {
   else c->head = e->next;
   if (e->next) e->next->prev = e->prev;
   else c->tail = e->prev;
+  e->prev = e->next = NULL;
+}
+
+static void limboAdd(collRegCache* c, collRegEntry* e) {
+  e->prev = NULL;
+  e->next = c->limbo;
+  if (c->limbo) c->limbo->prev = e;
+  c->limbo = e;
+}
+
+static void limboRemove(collRegCache* c, collRegEntry* e) {
+  if (e->prev) e->prev->next = e->next;
+  else c->limbo = e->next;
+  if (e->next) e->next->prev = e->prev;
   e->prev = e->next = NULL;
 }
 
@@ -101,6 +116,8 @@ int collRegCacheGet(collRegCache* c, const void* addr, size_t len, int access, c
     pushFront(c, e);
     c->count++;
     evict(c);
+  } else {
+    limboAdd(c, e);
   }
   *entry = e;
   pthread_mutex_unlock(&c->lock);
@@ -111,10 +128,52 @@ void collRegCachePut(collRegCache* c, collRegEntry* e) {
   if (!e) return;
   pthread_mutex_lock(&c->lock);
   if (--e->refs == 0 && !e->live) {
+    limboRemove(c, e);
     c->dereg(c->ctx, e->handle);
     free(e);
   } else if (e->refs == 0) {
     evict(c);
+  }
+  pthread_mutex_unlock(&c->lock);
+}
+
+void collRegCacheInvalidate(collRegCache* c, collRegEntry* e) {
+  if (!e) return;
+  pthread_mutex_lock(&c->lock);
+  if (e->live) {
+    unlink_(c, e);
+    c->count--;
+    e->live = 0;
+    c->st.invalidations++;
+    limboAdd(c, e);
+  }
+  if (--e->refs == 0) {
+    limboRemove(c, e);
+    c->dereg(c->ctx, e->handle);
+    free(e);
+  }
+  pthread_mutex_unlock(&c->lock);
+}
+
+void collRegCacheForget(collRegCache* c, const void* addr, size_t len) {
+  uintptr_t a = (uintptr_t)addr, b = a + len;
+  if (!c || !addr || !len) return;
+  pthread_mutex_lock(&c->lock);
+  for (collRegEntry* e = c->head; e;) {
+    collRegEntry* next = e->next;
+    if (e->start < b && a < e->end) {
+      unlink_(c, e);
+      c->count--;
+      e->live = 0;
+      c->st.invalidations++;
+      if (e->refs) {
+        limboAdd(c, e);
+      } else {
+        c->dereg(c->ctx, e->handle);
+        free(e);
+      }
+    }
+    e = next;
   }
   pthread_mutex_unlock(&c->lock);
 }
@@ -131,6 +190,12 @@ void collRegCacheDestroy(collRegCache* c) {
   while (c->head) {
     collRegEntry* e = c->head;
     unlink_(c, e);
+    c->dereg(c->ctx, e->handle);
+    free(e);
+  }
+  while (c->limbo) {
+    collRegEntry* e = c->limbo;
+    limboRemove(c, e);
     c->dereg(c->ctx, e->handle);
     free(e);
   }

@@ -1,0 +1,216 @@
+/* reg.c - memory registration owned by the engine (reg.h): a registration
+ * cache per communicator and transport slot, with every hit checked against
+ * the page frames the registration pinned. */
+#include "engine/reg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/regcache.h"
+#include "misc/log.h"
+#include "misc/param.h"
+
+/* Messages this small go through the transports' own bounce buffers (ib's
+ * eager path copies up to COLL_IB_EAGER_BYTES): nothing to register. */
+#define COLL_REG_MIN_BYTES 16385
+#define COLL_REG_ENTRIES 256 /* cached registrations per transport slot */
+
+#define PM_PFN_MASK ((1ull << 55) - 1)
+#define PM_PRESENT (1ull << 63)
+
+typedef struct {
+  void* mh;         /* the transport's memory handle */
+  uintptr_t start;  /* registered range (page aligned) */
+  size_t npages;
+  uint64_t* frames; /* [npages] pagemap entries (frame | present); NULL: unchecked */
+  int fresh;        /* registered by the get that returns it */
+} regHandle;
+
+typedef struct {
+  collComm_t comm;
+  int slot;
+  void* tcomm; /* a live connection of the slot: regMr/deregMr go through it */
+} regCtx;
+
+struct collEngineReg {
+  int mode; /* 0 per message, 1 checked, 2 unchecked */
+  int warned;
+  collRegCache* cache[COLL_NET_SLOTS];
+  regCtx ctx[COLL_NET_SLOTS];
+};
+
+static pthread_once_t pmOnce = PTHREAD_ONCE_INIT;
+static int pmFd = -1;
+static int pmReadable;
+static uintptr_t pmPage = 4096;
+
+static int readFrames(uintptr_t start, size_t npages, uint64_t* out) {
+  size_t want = npages * sizeof(uint64_t), got = 0;
+  off_t off = (off_t)(start / pmPage * sizeof(uint64_t));
+  while (got < want) {
+    ssize_t n = pread(pmFd, (char*)out + got, want - got, off + (off_t)got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    got += (size_t)n;
+  }
+  for (size_t i = 0; i < npages; i++) out[i] &= PM_PFN_MASK | PM_PRESENT;
+  return 0;
+}
+
+static void pmInit(void) {
+  long p = sysconf(_SC_PAGESIZE);
+  if (p > 0) pmPage = (uintptr_t)p;
+  pmFd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (pmFd < 0) return;
+  static volatile char probe[1];
+  probe[0] = 1; /* present */
+  uint64_t v = 0;
+  pmReadable = readFrames((uintptr_t)probe, 1, &v) == 0 && (v & PM_PRESENT) && (v & PM_PFN_MASK) != 0;
+}
+
+int collEngineRegFramesReadable(void) {
+  pthread_once(&pmOnce, pmInit);
+  return pmReadable;
+}
+
+static int regCb(void* ctx, void* addr, size_t len, int access, void** handle) {
+  (void)access;
+  regCtx* x = ctx;
+  regHandle* h = calloc(1, sizeof *h);
+  if (!h) return ENOMEM;
+  const collNet_v2_t* net = x->comm->nets[x->slot];
+  if (net->regMr(x->tcomm, addr, len, COLL_PTR_HOST, &h->mh) != collSuccess) {
+    free(h);
+    return EIO;
+  }
+  h->start = (uintptr_t)addr;
+  h->npages = len / pmPage;
+  h->fresh = 1;
+  if (x->comm->reg->mode == 1) { /* the frames the registration pinned */
+    h->frames = malloc(h->npages * sizeof(uint64_t));
+    if (!h->frames || readFrames(h->start, h->npages, h->frames) != 0) {
+      net->deregMr(x->tcomm, h->mh);
+      free(h->frames);
+      free(h);
+      return EIO;
+    }
+  }
+  *handle = h;
+  return 0;
+}
+
+static void deregCb(void* ctx, void* handle) {
+  regCtx* x = ctx;
+  regHandle* h = handle;
+  if (x->comm->nets[x->slot]->deregMr(x->tcomm, h->mh) != collSuccess) collClearError();
+  free(h->frames);
+  free(h);
+}
+
+/* Does [ptr, ptr + bytes) still map the pages entry h pinned? */
+static int framesMatch(const regHandle* h, const void* ptr, size_t bytes) {
+  uintptr_t s = (uintptr_t)ptr & ~(pmPage - 1), t = ((uintptr_t)ptr + bytes + pmPage - 1) & ~(pmPage - 1);
+  size_t first = (s - h->start) / pmPage, n = (t - s) / pmPage;
+  uint64_t buf[512];
+  for (size_t i = 0; i < n; i += 512) {
+    size_t k = n - i < 512 ? n - i : 512;
+    if (readFrames(s + i * pmPage, k, buf) != 0) return 0;
+    if (memcmp(buf, h->frames + first + i, k * sizeof(uint64_t)) != 0) return 0;
+  }
+  return 1;
+}
+
+static struct collEngineReg* regState(collComm_t comm) {
+  if (comm->reg) return comm->reg;
+  struct collEngineReg* R = calloc(1, sizeof *R);
+  if (!R) return NULL;
+  int64_t want = collParamInt(COLL_PARAM_REG_CACHE);
+  R->mode = want == 0 ? 0 : want > 0 ? 2 : collEngineRegFramesReadable() ? 1 : 0;
+  if (want < 0 && !R->mode)
+    COLL_INFO(COLL_SUB_NET, "rank %d: registration cache off: page frames are not readable here (needs "
+              "CAP_SYS_ADMIN); buffers are registered per message (COLL_REG_CACHE=1 caches them unchecked)",
+              comm->rank);
+  comm->reg = R;
+  return R;
+}
+
+void* collEngineReg(collComm_t comm, int peer, void* tcomm, const void* ptr, size_t bytes, void** token) {
+  int slot = comm->peerKind[peer];
+  if (*token) return ((regHandle*)((collRegEntry*)*token)->handle)->mh;
+  if (!comm->netReg[slot] || bytes < COLL_REG_MIN_BYTES || !tcomm) return NULL;
+  struct collEngineReg* R = regState(comm);
+  if (!R) return NULL;
+  pthread_once(&pmOnce, pmInit);
+  if (!R->cache[slot]) {
+    R->ctx[slot] = (regCtx){comm, slot, tcomm};
+    R->cache[slot] = collRegCacheCreate(regCb, deregCb, &R->ctx[slot], R->mode ? COLL_REG_ENTRIES : 0);
+    if (!R->cache[slot]) return NULL;
+  }
+  R->ctx[slot].tcomm = tcomm;
+  collRegEntry* e = NULL;
+  for (int attempt = 0; attempt < 2; attempt++) {
+    if (collRegCacheGet(R->cache[slot], ptr, bytes, 1, &e) != 0) {
+      if (!R->warned++)
+        COLL_INFO(COLL_SUB_NET, "rank %d: registering %zu bytes for rank %d failed (%s); the transport registers "
+                  "its buffers itself", comm->rank, bytes, peer, collLastErrorMessage());
+      collClearError();
+      return NULL;
+    }
+    regHandle* h = e->handle;
+    if (h->fresh || !h->frames || framesMatch(h, ptr, bytes)) break;
+    collRegCacheInvalidate(R->cache[slot], e); /* freed and mapped again since: register anew */
+    e = NULL;
+  }
+  if (!e) return NULL;
+  ((regHandle*)e->handle)->fresh = 0;
+  *token = e;
+  return ((regHandle*)e->handle)->mh;
+}
+
+void collEngineRegDone(collComm_t comm, int peer, void** token) {
+  if (!*token) return;
+  struct collEngineReg* R = comm->reg;
+  collRegCachePut(R->cache[comm->peerKind[peer]], *token);
+  *token = NULL;
+}
+
+void collEngineRegForget(collComm_t comm, const void* ptr, size_t bytes) {
+  struct collEngineReg* R = comm->reg;
+  if (!R) return;
+  for (int k = 0; k < COLL_NET_SLOTS; k++) collRegCacheForget(R->cache[k], ptr, bytes);
+}
+
+void collEngineRegFree(collComm_t comm) {
+  struct collEngineReg* R = comm->reg;
+  if (!R) return;
+  collEngineRegStats s;
+  collEngineRegGetStats(comm, &s);
+  static const char* const modes[] = {"per message", "cached, checked against page frames", "cached unchecked"};
+  COLL_INFO(COLL_SUB_NET, "rank %d: registrations (%s): %llu hits, %llu registered, %llu invalidated, %llu evicted",
+            comm->rank, modes[s.mode], s.hits, s.misses, s.invalidations, s.evictions);
+  for (int k = 0; k < COLL_NET_SLOTS; k++) collRegCacheDestroy(R->cache[k]);
+  free(R);
+  comm->reg = NULL;
+}
+
+void collEngineRegGetStats(collComm_t comm, collEngineRegStats* st) {
+  memset(st, 0, sizeof *st);
+  struct collEngineReg* R = comm->reg;
+  if (!R) return;
+  st->mode = R->mode;
+  for (int k = 0; k < COLL_NET_SLOTS; k++) {
+    if (!R->cache[k]) continue;
+    collRegStats s;
+    collRegCacheStats(R->cache[k], &s);
+    st->hits += s.hits;
+    st->misses += s.misses;
+    st->invalidations += s.invalidations;
+    st->evictions += s.evictions;
+    st->live += s.live;
+  }
+}
