@@ -47,6 +47,7 @@ typedef struct {
   size_t scratchBytes;
   char* staging;       /* RECV_REDUCE landing area */
   size_t stagingBytes;
+  int scratchMem, stagingMem; /* their memory types (engine/exec.h: collExecGrow) */
   collSched sched;
   /* what sched was built from (schedules are pure functions of these): a
    * repeated call reuses it instead of rebuilding; schedAlgo NULL: none */

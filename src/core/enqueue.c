@@ -191,7 +191,7 @@ static collResult_t collIssue(collComm_t comm, collStream_t stream, collOp* op, 
   if ((r = collCheckBuf(sendUsed ? op->sendbuff : "", op->count, sendMult, op->dtype, "sendbuff", fn)) ||
       (r = collCheckBuf(recvUsed ? op->recvbuff : "", op->count, recvMult, op->dtype, "recvbuff", fn)) ||
       (r = collCheckCallMemory(comm, stream, fn, sendUsed && op->count ? op->sendbuff : NULL,
-                               recvUsed && op->count ? op->recvbuff : NULL)))
+                               recvUsed && op->count ? op->recvbuff : NULL, &op->mem)))
     goto out;
   if (collGroupDepth > 0) {
     collCommLeaveIssue(comm);
@@ -211,52 +211,52 @@ static size_t collNranksOf(collComm_t comm) {
 collResult_t collAllReduceImpl(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype,
                            collRedOp_t op, collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, 0, collAlgoOverride(COLL_FN_ALLREDUCE),
-              0, 0};
+              0, 0, COLL_MEM_HOST_INFO};
   return collIssue(comm, stream, &o, "collAllReduce", 1, 1, 1, 0);
 }
 
 collResult_t collAllGatherImpl(const void* sendbuff, void* recvbuff, size_t sendcount, collDataType_t datatype,
                            collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, collSum, 0, 0,
-              collAlgoOverride(COLL_FN_ALLGATHER), 0, 0};
+              collAlgoOverride(COLL_FN_ALLGATHER), 0, 0, COLL_MEM_HOST_INFO};
   return collIssue(comm, stream, &o, "collAllGather", 1, collNranksOf(comm), 0, 0);
 }
 
 collResult_t collReduceScatterImpl(const void* sendbuff, void* recvbuff, size_t recvcount, collDataType_t datatype,
                                collRedOp_t op, collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0, 0,
-              collAlgoOverride(COLL_FN_REDUCESCATTER), 0, 0};
+              collAlgoOverride(COLL_FN_REDUCESCATTER), 0, 0, COLL_MEM_HOST_INFO};
   return collIssue(comm, stream, &o, "collReduceScatter", collNranksOf(comm), 1, 1, 0);
 }
 
 collResult_t collBroadcastImpl(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, int root,
                            collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_BROADCAST, sendbuff, recvbuff, count, datatype, collSum, root, 0,
-              collAlgoOverride(COLL_FN_BROADCAST), 0, 0};
+              collAlgoOverride(COLL_FN_BROADCAST), 0, 0, COLL_MEM_HOST_INFO};
   return collIssue(comm, stream, &o, "collBroadcast", 1, 1, 0, 0);
 }
 
 collResult_t collReduceImpl(const void* sendbuff, void* recvbuff, size_t count, collDataType_t datatype, collRedOp_t op,
                         int root, collComm_t comm, collStream_t stream) {
   collOp o = {COLL_FN_REDUCE, sendbuff, recvbuff, count, datatype, op, root, 0, collAlgoOverride(COLL_FN_REDUCE),
-              0, 0};
+              0, 0, COLL_MEM_HOST_INFO};
   return collIssue(comm, stream, &o, "collReduce", 1, 1, 1, 1);
 }
 
 collResult_t collSendImpl(const void* sendbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream) {
-  collOp o = {COLL_FN_SEND, sendbuff, NULL, count, datatype, collSum, 0, peer, NULL, 0, 0};
+  collOp o = {COLL_FN_SEND, sendbuff, NULL, count, datatype, collSum, 0, peer, NULL, 0, 0, COLL_MEM_HOST_INFO};
   return collIssue(comm, stream, &o, "collSend", 1, 0, 0, 0);
 }
 
 collResult_t collRecvImpl(void* recvbuff, size_t count, collDataType_t datatype, int peer, collComm_t comm,
                       collStream_t stream) {
-  collOp o = {COLL_FN_RECV, NULL, recvbuff, count, datatype, collSum, 0, peer, NULL, 0, 0};
+  collOp o = {COLL_FN_RECV, NULL, recvbuff, count, datatype, collSum, 0, peer, NULL, 0, 0, COLL_MEM_HOST_INFO};
   return collIssue(comm, stream, &o, "collRecv", 0, 1, 0, 0);
 }
 
 collResult_t collBarrierImpl(collComm_t comm, collStream_t stream) {
-  collOp o = {COLL_FN_ALLREDUCE, NULL, NULL, 1, collUint8, collMax, 0, 0, NULL, 0, 0};
+  collOp o = {COLL_FN_ALLREDUCE, NULL, NULL, 1, collUint8, collMax, 0, 0, NULL, 0, 0, COLL_MEM_HOST_INFO};
   if (comm && collCommCheck(comm, "collBarrier") == collSuccess) {
     o.sendbuff = &comm->barrierBuf[0];
     o.recvbuff = &comm->barrierBuf[1];

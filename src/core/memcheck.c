@@ -17,12 +17,13 @@ static int collCanRunDevice(collComm_t comm, collStream_t stream, const char** w
 }
 
 collResult_t collCheckCallMemoryTypes(collComm_t comm, collStream_t stream, const char* fn, const void* sendbuff,
-                                      const void* recvbuff) {
+                                      const void* recvbuff, collMemInfo* info) {
   const void* bufs[2] = {sendbuff, recvbuff};
   const char* names[2] = {"sendbuff", "recvbuff"};
-  collMemInfo call;
+  collMemInfo call = {COLL_MEM_HOST, -1, 0};
   const char* why = "";
   collResult_t r = collMemCheckCall(fn, 2, bufs, names, &call);
+  *info = call;
   if (r == collInvalidArgument && !collCanRunDevice(comm, stream, &why))
     return collSetError(r, "%s; this communicator runs host memory only", collLastErrorMessage());
   if (r != collSuccess || call.kind == COLL_MEM_HOST || collCanRunDevice(comm, stream, &why)) return r;

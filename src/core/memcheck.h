@@ -13,8 +13,10 @@
 #include "device/memtype.h"
 
 /* Classifies sendbuff and recvbuff (NULL: a buffer this rank does not use,
- * or count 0; it is not looked at) with collMemCheckCall (device/memtype.h).
- * collSuccess when both are host memory (pinned or not). Errors, each
+ * or count 0; it is not looked at) with collMemCheckCall (device/memtype.h)
+ * into *info (the call's memory type, which picks the engine's executor:
+ * engine/exec.h). collSuccess when both are host memory (pinned or not).
+ * Errors, each
  * message starting with fn:
  *  - collInvalidArgument, mixed memory types ("collAllReduce: recvbuff is
  *    host memory but sendbuff is CUDA device memory of GPU 0; all buffers of
@@ -27,16 +29,19 @@
  * Costs one collMemAllHost look (a coarse clock read, inline) while the
  * process has no CUDA driver mapped. Thread-safe. */
 static inline collResult_t collCheckCallMemory(collComm_t comm, collStream_t stream, const char* fn,
-                                               const void* sendbuff, const void* recvbuff);
+                                               const void* sendbuff, const void* recvbuff, collMemInfo* info);
 
 /* The part after the first look (memcheck.c). */
 collResult_t collCheckCallMemoryTypes(collComm_t comm, collStream_t stream, const char* fn, const void* sendbuff,
-                                      const void* recvbuff);
+                                      const void* recvbuff, collMemInfo* info);
 
 static inline collResult_t collCheckCallMemory(collComm_t comm, collStream_t stream, const char* fn,
-                                               const void* sendbuff, const void* recvbuff) {
-  if (collMemAllHost()) return collSuccess;
-  return collCheckCallMemoryTypes(comm, stream, fn, sendbuff, recvbuff);
+                                               const void* sendbuff, const void* recvbuff, collMemInfo* info) {
+  if (collMemAllHost()) {
+    *info = (collMemInfo){COLL_MEM_HOST, -1, 0};
+    return collSuccess;
+  }
+  return collCheckCallMemoryTypes(comm, stream, fn, sendbuff, recvbuff, info);
 }
 
 #endif

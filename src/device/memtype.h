@@ -27,6 +27,9 @@ typedef struct {
   int pinned; /* host memory that CUDA pinned or registered (GPUs can reach it) */
 } collMemInfo;
 
+/* Plain host memory, as an initializer. */
+#define COLL_MEM_HOST_INFO {COLL_MEM_HOST, -1, 0}
+
 /* Fills *info for the memory p points into (NULL: host). A driver that is
  * mapped but cannot be used (cuInit fails: no device, stub library) means no
  * device memory exists: host, reported once at INFO. Errors:

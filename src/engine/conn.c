@@ -21,6 +21,7 @@
 
 #include "engine/blame.h"
 #include "engine/engine.h"
+#include "engine/exec.h"
 #include "engine/mailbox.h"
 #include "engine/progress.h"
 #include "engine/reg.h"
@@ -285,8 +286,8 @@ void collEngineFree(collComm_t comm) {
   comm->conns = NULL;
   if (comm->channels) {
     for (int c = 0; c < comm->maxChannels; c++) {
-      free(comm->channels[c].scratch);
-      free(comm->channels[c].staging);
+      collExecFree(comm->channels[c].scratch, comm->channels[c].scratchMem);
+      collExecFree(comm->channels[c].staging, comm->channels[c].stagingMem);
       free(comm->channels[c].stepState);
       collSchedFree(&comm->channels[c].sched);
     }

@@ -26,6 +26,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/patterns/renumber.h"
+#include "engine/exec.h"
 #include "engine/mailbox.h"
 #include "engine/progress.h"
 #include "engine/reg.h"
@@ -47,7 +48,7 @@ typedef struct {
 typedef struct {
   const collOp* op;
   const collAlgo* algo;
-  collReduceFn reduce;
+  collExecutor ex; /* runs the local steps, by the buffers' memory type */
   size_t esize, blockCount, sliceElems, nslices;
   size_t stride[2]; /* per collBufId SEND, RECV */
   char* base[2];
@@ -66,17 +67,6 @@ static char* collRegionPtr(const collExec* x, const collChannel* ch, const collC
                            const collRegion* r) {
   if (r->buf == COLL_BUF_SCRATCH) return ch->scratch + ((size_t)r->blk * run->sliceCount + r->off) * x->esize;
   return x->base[r->buf] + ((size_t)r->blk * x->stride[r->buf] + run->sliceOff + r->off) * x->esize;
-}
-
-/* Grows a per-channel buffer; new memory is touched once here, not per call. */
-static collResult_t collGrow(char** buf, size_t* have, size_t need) {
-  if (need <= *have) return collSuccess;
-  char* n = realloc(*buf, need);
-  if (!n) return collSetError(collSystemError, "engine: cannot allocate %zu bytes", need);
-  memset(n + *have, 0, need - *have);
-  *buf = n;
-  *have = need;
-  return collSuccess;
 }
 
 /* Field by field: collSchedArgs has padding, so memcmp would not do. */
@@ -128,11 +118,12 @@ static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, co
     if (off > need) need = off;
   }
   size_t scratchNeed = (size_t)s->scratchBlocks * run->sliceCount * x->esize;
-  if (need > ch->stagingBytes) collEngineRegForget(comm, ch->staging, ch->stagingBytes); /* moves */
-  if (scratchNeed > ch->scratchBytes) collEngineRegForget(comm, ch->scratch, ch->scratchBytes);
-  if ((r = collGrow(&ch->staging, &ch->stagingBytes, need)) != collSuccess) return r;
-  if ((r = collGrow(&ch->scratch, &ch->scratchBytes, (size_t)s->scratchBlocks * run->sliceCount * x->esize)) !=
-      collSuccess)
+  if (collExecGrowMoves(&x->ex, ch->stagingBytes, ch->stagingMem, need)) /* moves */
+    collEngineRegForget(comm, ch->staging, ch->stagingBytes);
+  if (collExecGrowMoves(&x->ex, ch->scratchBytes, ch->scratchMem, scratchNeed))
+    collEngineRegForget(comm, ch->scratch, ch->scratchBytes);
+  if ((r = collExecGrow(&x->ex, &ch->staging, &ch->stagingBytes, &ch->stagingMem, need)) != collSuccess) return r;
+  if ((r = collExecGrow(&x->ex, &ch->scratch, &ch->scratchBytes, &ch->scratchMem, scratchNeed)) != collSuccess)
     return r;
   /* receives connect when first posted, after the phase's sends went out:
    * a peer that runs another collective and never connects to us still gets
@@ -203,12 +194,17 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
         r = net->irecv(conn->recvComm, p, bytes, x->tag,
                        collEngineReg(comm, step->peer, conn->recvComm, p, bytes, &st[i].reg), &st[i].req);
       } else if (step->kind == COLL_STEP_COPY) {
-        memmove(collRegionPtr(x, ch, run, &step->dst), collRegionPtr(x, ch, run, &step->src), bytes);
+        r = collExecCopy(&x->ex, collRegionPtr(x, ch, run, &step->dst), collRegionPtr(x, ch, run, &step->src), bytes);
         st[i].state = 2;
       } else {
         char* d = collRegionPtr(x, ch, run, &step->dst);
-        x->reduce(d, d, collRegionPtr(x, ch, run, &step->src), n);
+        r = collExecReduce(&x->ex, d, d, collRegionPtr(x, ch, run, &step->src), n);
         st[i].state = 2;
+      }
+      if (r != collSuccess && step->peer < 0) {
+        *err = collSetError(r, "rank %d: a local %s step failed: %s", comm->rank,
+                            step->kind == COLL_STEP_COPY ? "copy" : "reduce", collLastErrorMessage());
+        return 1;
       }
       if (r != collSuccess) {
         *err = collSetError(r, "rank %d: posting to rank %d (%s) failed: %s", comm->rank, step->peer,
@@ -251,9 +247,13 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
           return 1;
         }
         collObsStepDone(comm, c, i, step->peer, step->kind == COLL_STEP_SEND, bytes);
-        if (step->kind == COLL_STEP_RECV_REDUCE)
-          x->reduce(collRegionPtr(x, ch, run, &step->dst), ch->staging + st[i].stagingOff,
-                    collRegionPtr(x, ch, run, &step->src), n);
+        if (step->kind == COLL_STEP_RECV_REDUCE &&
+            (r = collExecReduce(&x->ex, collRegionPtr(x, ch, run, &step->dst), ch->staging + st[i].stagingOff,
+                                collRegionPtr(x, ch, run, &step->src), n)) != collSuccess) {
+          *err = collSetError(r, "rank %d: reducing what rank %d sent failed: %s", comm->rank, step->peer,
+                              collLastErrorMessage());
+          return 1;
+        }
       }
     }
     if (st[i].state != 2) {
@@ -299,7 +299,7 @@ static collResult_t collRunSched(collComm_t comm, const collOp* op, const collOp
   collResult_t tr = collTunerChoose(comm, op->fn, op->count, op->dtype, op->algo, &tune);
   if (tr != collSuccess) return tr;
   x.algo = tune.algo;
-  x.reduce = collReduceGetFn(op->dtype, op->op);
+  if ((tr = collExecInit(&x.ex, &op->mem, NULL, op->dtype, op->op)) != collSuccess) return collEngineFail(comm, tr);
   x.base[COLL_BUF_SEND] = (char*)op->sendbuff;
   x.base[COLL_BUF_RECV] = op->recvbuff;
   size_t rankOff = (size_t)comm->rank * op->count * x.esize;
@@ -341,6 +341,11 @@ static collResult_t collRunSched(collComm_t comm, const collOp* op, const collOp
     if (err == collSuccess && active) err = collIdleStep(comm, &idle, progressed, collFuncName(op->fn), waitPeer);
   }
   if (err != collSuccess) return collEngineFail(comm, err);
+  int hasResult = op->fn == COLL_FN_ALLREDUCE || op->fn == COLL_FN_REDUCESCATTER ||
+                  (op->fn == COLL_FN_REDUCE && comm->rank == op->root);
+  if (op->op == collAvg && hasResult &&
+      (err = collExecAvgFinish(&x.ex, op->recvbuff, op->count, comm->nranks)) != collSuccess)
+    return collEngineFail(comm, err);
   return collSuccess;
 }
 
@@ -424,18 +429,19 @@ static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
   uint64_t tag = collSigTag(&sig, comm->nranks);
   collMailboxAnnounce(comm, sig.seq, tag);
   if (op->count == 0) return collSuccess;
-  if (collMailboxFits(comm, op)) {
+  int host = op->mem.kind == COLL_MEM_HOST; /* the mailbox and the working copies are host memory */
+  if (host && collMailboxFits(comm, op)) {
     collTunerNoteMailbox(comm, op->fn, op->count, op->dtype);
     collObsOpAlgo(comm, op, COLL_OBS_ALGO_MAILBOX, 1, 0);
     return collMailboxRun(comm, op, tag, &sig);
   }
-  if (wide || (op->op == collAvg && collHalfReducing(op))) return collRunStaged(comm, op, tag, &sig, wide);
-  collResult_t r = collRunSched(comm, op, op, tag, &sig);
-  int hasResult = op->fn == COLL_FN_ALLREDUCE || op->fn == COLL_FN_REDUCESCATTER ||
-                  (op->fn == COLL_FN_REDUCE && comm->rank == op->root);
-  if (r == collSuccess && op->op == collAvg && hasResult)
-    collReduceAvgFinish(op->recvbuff, op->count, op->dtype, comm->nranks);
-  return r;
+  if (wide || (op->op == collAvg && collHalfReducing(op))) {
+    if (!host)
+      return collEngineFail(comm, collSetError(collInternalError,
+                                               "engine: float16/bfloat16 working copies run on host memory only"));
+    return collRunStaged(comm, op, tag, &sig, wide);
+  }
+  return collRunSched(comm, op, op, tag, &sig);
 }
 
 collResult_t collRunP2p(collComm_t comm, const collOp* ops, int nops); /* p2p.c */

@@ -3,6 +3,7 @@
 #define COLL_ENGINE_H_
 
 #include "core/comm.h"
+#include "device/memtype.h"
 
 /* One operation as the user issued it (counts as in the public API). */
 typedef struct collOp {
@@ -19,6 +20,7 @@ typedef struct collOp {
    * (communicator timeout or collCommSetCallTimeout); 0 = none */
   double timeoutSec;
   int timeoutPerCall; /* 1: from collCommSetCallTimeout (for messages) */
+  collMemInfo mem;    /* memory type of the buffers (collIssue): picks the executor (exec.h) */
 } collOp;
 
 /* Runs ops in issue order on the calling thread: consecutive send/recv ops

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/exec.h"
 #include "engine/progress.h"
 #include "engine/reg.h"
 #include "engine/sig.h"
@@ -58,7 +59,10 @@ static collResult_t collP2pSelf(collComm_t comm, const collOp* ops, int nops) {
       return collSetError(collInvalidUsage, "rank %d: send to self of %llu x %s but receive from self of %llu x %s",
                           comm->rank, (unsigned long long)ss.count, collSigTypeName(ss.dtype),
                           (unsigned long long)rs.count, collSigTypeName(rs.dtype));
-    memmove(ops[r].recvbuff, ops[s].sendbuff, collP2pBytes(&ops[s]));
+    collExecutor ex;
+    collResult_t e = collExecInit(&ex, &ops[r].mem, NULL, ops[r].dtype, collSum);
+    if (e == collSuccess) e = collExecCopy(&ex, ops[r].recvbuff, ops[s].sendbuff, collP2pBytes(&ops[s]));
+    if (e != collSuccess) return e;
     s++;
     r++;
   }
