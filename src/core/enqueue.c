@@ -45,6 +45,19 @@ static _Thread_local int collGroupDepth;
 static _Thread_local collGroupItem* collGroupItems;
 static _Thread_local int collGroupN, collGroupCap;
 static _Thread_local collResult_t collGroupError;
+static _Thread_local char collGroupErrorMsg[512];
+
+/* A call that fails inside a group fails the whole group: collGroupEnd
+ * launches none of it and returns the first such error (as NCCL's
+ * ncclGroupEnd), instead of running the rest while this rank's part of
+ * it is missing (its peers would wait for it until their timeout). */
+static collResult_t collGroupNoteError(collResult_t r) {
+  if (r != collSuccess && collGroupDepth > 0 && collGroupError == collSuccess) {
+    collGroupError = r;
+    snprintf(collGroupErrorMsg, sizeof collGroupErrorMsg, "%s", collLastErrorMessage());
+  }
+  return r;
+}
 
 collResult_t collGroupStartImpl(void) {
   if (collGroupDepth == 0) collGroupError = collSuccess;
@@ -97,6 +110,9 @@ collResult_t collGroupEndImpl(void) {
     return collSetError(collInvalidUsage, "collGroupEnd: no matching collGroupStart on this thread");
   if (--collGroupDepth > 0) return collSuccess;
   collResult_t result = collGroupError;
+  if (result != collSuccess)
+    result = collSetError(result, "collGroupEnd: nothing of the group was launched: a call inside it failed: %s",
+                          collGroupErrorMsg);
   collOp* ops = malloc(sizeof(collOp) * (size_t)(collGroupN ? collGroupN : 1));
   int concurrent = collGroupMultiComm(), ntemp = 0;
   collStream_t* temp = concurrent ? calloc((size_t)collGroupN, sizeof *temp) : NULL;
@@ -178,7 +194,7 @@ static collResult_t collIssue(collComm_t comm, collStream_t stream, collOp* op, 
                               size_t recvMult, int needsOp, int recvOnRootOnly) {
   collClearError();
   collResult_t r = collCommEnterIssue(comm, fn);
-  if (r != collSuccess) return r;
+  if (r != collSuccess) return collGroupNoteError(r);
   collTakeTimeout(comm, op);
   if ((r = collCheckType(op->dtype, fn)) || (needsOp && (r = collCheckOp(op->op, fn))) ||
       (r = collCheckStream(comm, stream, fn)))
@@ -201,7 +217,7 @@ static collResult_t collIssue(collComm_t comm, collStream_t stream, collOp* op, 
   r = collSubmit(comm, stream, op, 1);
 out:
   collCommLeaveIssue(comm);
-  return r;
+  return collGroupNoteError(r);
 }
 
 static size_t collNranksOf(collComm_t comm) {

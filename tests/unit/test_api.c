@@ -336,6 +336,29 @@ static void test_one_rank_collectives(void** st) {
   assert_int_equal(collCommDestroy(c), collSuccess);
 }
 
+/* A call that fails inside a group fails the group: collGroupEnd returns
+ * its error, says so, and launches none of the group's valid calls. */
+static void test_group_error_fails_group(void** st) {
+  (void)st;
+  collComm_t c = one();
+  float x[4] = {1, 2, 3, 4}, y[4] = {0};
+  assert_int_equal(collGroupStart(), collSuccess);
+  assert_int_equal(collAllReduce(x, y, 4, collFloat, collSum, c, NULL), collSuccess);
+  assert_int_equal(collAllReduce(x, y, 4, (collDataType_t)99, collSum, c, NULL), collInvalidArgument);
+  assert_int_equal(collBroadcast(x, y, 4, collFloat, 0, c, NULL), collSuccess);
+  assert_int_equal(collGroupEnd(), collInvalidArgument);
+  const char* m = collGetLastError(NULL);
+  assert_non_null(strstr(m, "collGroupEnd: nothing of the group was launched"));
+  assert_non_null(strstr(m, "datatype 99 is not a collDataType_t"));
+  for (int i = 0; i < 4; i++) assert_true(y[i] == 0.0f); /* the valid calls did not run */
+  /* the next group is fresh */
+  assert_int_equal(collGroupStart(), collSuccess);
+  assert_int_equal(collAllReduce(x, y, 4, collFloat, collSum, c, NULL), collSuccess);
+  assert_int_equal(collGroupEnd(), collSuccess);
+  for (int i = 0; i < 4; i++) assert_true(y[i] == x[i]);
+  assert_int_equal(collCommDestroy(c), collSuccess);
+}
+
 int main(void) {
   setenv("COLL_SOCKET_IFNAME", "lo", 0);
   alarm(240);
@@ -346,6 +369,7 @@ int main(void) {
       cmocka_unit_test(test_init_all_streams_split), cmocka_unit_test(test_nonblocking_init),
       cmocka_unit_test(test_abort_from_other_thread), cmocka_unit_test(test_timeout),
       cmocka_unit_test(test_one_rank_collectives),
+      cmocka_unit_test(test_group_error_fails_group),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
