@@ -8,8 +8,9 @@
 # root: shared read-only over virtio-9p, with a tmpfs overlay on top, so the
 # guest runs the host's binaries, libibverbs and build tree unchanged and its
 # writes vanish with it. Inside, GUEST_SCRIPT runs as root with ARGS, in the
-# directory vm.sh was started from (the guest's /tmp is its own: start from
-# elsewhere), with the environment variables named in
+# directory vm.sh was started from (the guest's /tmp, /run and /var/tmp are
+# its own, but a start directory there is bound in), with the environment
+# variables named in
 # COLL_VM_ENV (space separated) copied in. Files it writes to $VMOUT land in
 # OUTDIR on the host. vm.sh returns the script's exit status.
 #
@@ -119,12 +120,17 @@ boot() { # DIR EXTRA...
   qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 1 -m "${COLL_VM_MEM:-2048}" \
     -nodefaults -display none -no-reboot -serial "file:$d/console.log" -monitor none \
     -kernel "$W/vmlinux" -initrd "$W/initrd.gz" \
-    -append "console=ttyS0 panic=-1 quiet moddir=$W/root/lib/modules" \
+    -append "console=ttyS0 panic=-1 quiet moddir=$W/root/lib/modules$KEEP" \
     -fsdev local,id=r,path=/,security_model=none,readonly=on,multidevs=remap \
     -device virtio-9p-pci,fsdev=r,mount_tag=hostroot \
     -fsdev "local,id=o,path=$d,security_model=none,multidevs=remap" \
     -device virtio-9p-pci,fsdev=o,mount_tag=vmout "$@" </dev/null >"$d/qemu.log" 2>&1
 }
+
+# a start directory under a path the guest mounts afresh stays visible there
+KEEP=""
+case $PWD in /tmp/* | /run/* | /var/tmp/*) KEEP=" keep=$PWD" ;; esac
+case $KEEP in *[[:space:]]*[[:space:]]*) echo "vm.sh: cannot pass a start directory with spaces ($PWD)" >&2; exit 2 ;; esac
 
 mkdir -p "$RUN/a"
 mkcmd "$RUN/a" 0 "$@"
