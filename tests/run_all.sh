@@ -4,7 +4,7 @@
 #   gcc    gcc -Werror build + the ctest suite
 #   clang  clang -Werror build
 #   asan   AddressSanitizer + UBSan build + the ctest suite, less asan_skip's labels
-#   fuzz   each libFuzzer target for COLL_FUZZ_SECONDS (default 20)
+#   fuzz   each libFuzzer target for COLL_FUZZ_SECONDS (default 15)
 # Each stage prints its wall time when it ends; a table of every stage's
 # result and time comes last. Exit status: 0 when every stage passed, else 1.
 # Usage: tests/run_all.sh [build-root]          (default: ./build-tests)
@@ -39,7 +39,7 @@ stage_asan() {
 # discovery costs ~6 s per process under ASan (0.2 s without): off there;
 # the topology tests read recorded XML files.
 asan_skip='^(soak|torch|rdma|netns|cases-big)$'
-stage_fuzz() { bash tests/fuzz/run.sh "${COLL_FUZZ_SECONDS:-20}" "$root/fuzz"; }
+stage_fuzz() { bash tests/fuzz/run.sh "${COLL_FUZZ_SECONDS:-15}" "$root/fuzz"; }
 
 declare -A what=([gcc]="gcc -Werror build + tests" [clang]="clang -Werror build"
                  [asan]="AddressSanitizer + UBSan build + tests" [fuzz]="libFuzzer targets (bounded time each)")
