@@ -16,6 +16,7 @@
  * portable code); -DCOLL_NO_F16C forces the portable code.
  */
 #include "reduce/reduce.h"
+#include "reduce/reduce_math.h"
 
 #include <string.h>
 
@@ -27,63 +28,22 @@
 #define COLL_F16C 1
 #endif
 
-/* Bit pattern of a float. */
-static inline uint32_t fbits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-/* Float with bit pattern u. */
-static inline float bitsf(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 /* ---- portable conversions (the reference) -------------------------------- */
+/* The integer-only code of reduce_math.h, which the GPU kernels' host tests
+ * also run: one definition of the rounding rules. */
 
 /* Exact float16 -> float32; NaNs come back quiet. */
-float collHalfToFloat(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0x1f) /* inf, or NaN made quiet */
-    return bitsf(sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0));
-  if (e != 0) return bitsf(sign | ((e + 112) << 23) | (m << 13));
-  /* zero or subnormal: m * 2^-24, exact in float32 */
-  return bitsf(sign | fbits((float)m * 0x1p-24f));
-}
+float collHalfToFloat(uint16_t h) { return collRmH2F(h); }
 
 /* float32 -> float16, round to nearest even (integer arithmetic only, so the
  * result does not depend on the FP rounding mode or FTZ/DAZ). */
-uint16_t collFloatToHalf(float f) {
-  uint32_t x = fbits(f), sign = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;
-  if (a > 0x7f800000u) /* NaN: quiet, top 10 payload bits kept */
-    return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
-  if (a >= 0x477ff000u) /* >= 65520 (half-way past 65504) -> inf */
-    return (uint16_t)(sign | 0x7c00u);
-  if (a >= 0x38800000u) { /* normal half: round the 13 dropped bits */
-    a += 0xfffu + ((a >> 13) & 1u);
-    return (uint16_t)(sign | ((a - 0x38000000u) >> 13));
-  }
-  uint32_t e = a >> 23;
-  if (e < 102) return (uint16_t)sign; /* <= 2^-25 rounds to zero */
-  uint32_t m = (a & 0x7fffffu) | 0x800000u, sh = 126 - e; /* 14..24 */
-  uint32_t q = m >> sh, rem = m & ((1u << sh) - 1), half = 1u << (sh - 1);
-  q += (rem > half || (rem == half && (q & 1u)));
-  return (uint16_t)(sign | q); /* q == 0x400 is the smallest normal */
-}
+uint16_t collFloatToHalf(float f) { return collRmF2H(f); }
 
 /* Exact bfloat16 -> float32 (NaN payload kept bit for bit). */
-float collBf16ToFloat(uint16_t b) { return bitsf((uint32_t)b << 16); }
+float collBf16ToFloat(uint16_t b) { return collRmB2F(b); }
 
 /* float32 -> bfloat16, round to nearest even; NaNs become quiet. */
-uint16_t collFloatToBf16(float f) {
-  uint32_t x = fbits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return (uint16_t)(x >> 16);
-}
+uint16_t collFloatToBf16(float f) { return collRmF2B(f); }
 
 /* elements per block of the 16-bit float loops (float32 temporaries on the stack) */
 #define BLOCK 512
