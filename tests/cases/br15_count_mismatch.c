@@ -85,22 +85,15 @@ static int runOne(collComm_t comm, int rank, int nranks, const mmCase* c, dataSe
   return fails;
 }
 
+static int oneCase(collComm_t comm, int rank, int nranks, int k, dataSeen* me) {
+  (void)nranks;
+  return runOne(comm, rank, nranks, &cases[k], me);
+}
+
 /* Every case on a fresh communicator (COLL_TIMEOUT 10 s), in turn. */
 static int body(collComm_t ctl, int rank, int nranks, void* arg) {
   (void)arg;
-  int fails = 0;
-  for (int k = 0; k < 9; k++) {
-    collComm_t comm;
-    double t0 = dataNow();
-    collResult_t r = dataFreshComm(ctl, rank, nranks, 10, &comm);
-    DATA_CHECK(r == collSuccess, "case %d: communicator: %s", k, collGetLastError(NULL));
-    if (r != collSuccess) return fails;
-    fails += runOne(comm, rank, nranks, &cases[k], &seen->c[k].rank[rank]);
-    DATA_CHECK(collCommDestroy(comm) == collSuccess, "case %d: destroy: %s", k, collGetLastError(NULL));
-    seen->c[k].rank[rank].digest = (uint64_t)((dataNow() - t0) * 1e6);
-    DATA_CHECK(collBarrier(ctl, NULL) == collSuccess, "barrier: %s", collGetLastError(ctl));
-  }
-  return fails;
+  return dataRunCases(ctl, rank, nranks, 9, 10, seen, oneCase);
 }
 
 int main(void) {

@@ -94,4 +94,28 @@ static inline uint64_t dataDigest(const void* p, size_t n) {
   return h;
 }
 
+/* One case of a runner: runs case k on comm, fills *me, returns failures. */
+typedef int (*dataCaseFn)(collComm_t comm, int rank, int nranks, int k, dataSeen* me);
+
+/* Runs cases 0..ncases-1 in turn, each on a fresh communicator of every rank
+ * of ctl (dataFreshComm with timeoutSec), destroyed after it; the case's
+ * time in us (communicator included) goes to seen->c[k].rank[rank].digest;
+ * a barrier on ctl ends each case. Returns the failures counted. */
+static inline int dataRunCases(collComm_t ctl, int rank, int nranks, int ncases, int timeoutSec, dataShared* seen,
+                               dataCaseFn one) {
+  int fails = 0;
+  for (int k = 0; k < ncases; k++) {
+    collComm_t comm;
+    double t0 = dataNow();
+    collResult_t r = dataFreshComm(ctl, rank, nranks, timeoutSec, &comm);
+    DATA_CHECK(r == collSuccess, "case %d: communicator: %s", k, collGetLastError(NULL));
+    if (r != collSuccess) return fails;
+    fails += one(comm, rank, nranks, k, &seen->c[k].rank[rank]);
+    DATA_CHECK(collCommDestroy(comm) == collSuccess, "case %d: destroy: %s", k, collGetLastError(NULL));
+    seen->c[k].rank[rank].digest = (uint64_t)((dataNow() - t0) * 1e6);
+    DATA_CHECK(collBarrier(ctl, NULL) == collSuccess, "barrier: %s", collGetLastError(ctl));
+  }
+  return fails;
+}
+
 #endif

@@ -105,22 +105,15 @@ static int runOne(collComm_t comm, int rank, mmCase* c, dataSeen* me) {
   return fails;
 }
 
-/* Every case on a fresh communicator of the two ranks, in turn. */
+static int oneCase(collComm_t comm, int rank, int nranks, int k, dataSeen* me) {
+  (void)nranks;
+  return runOne(comm, rank, &cases[k], me);
+}
+
+/* Every case on a fresh communicator (COLL_TIMEOUT 20 s), in turn. */
 static int body(collComm_t ctl, int rank, int nranks, void* arg) {
   (void)arg;
-  int fails = 0;
-  for (int k = 0; k < ncases; k++) {
-    collComm_t comm;
-    double t0 = dataNow();
-    collResult_t r = dataFreshComm(ctl, rank, nranks, 20, &comm);
-    DATA_CHECK(r == collSuccess, "%s: communicator: %s", cases[k].name, collGetLastError(NULL));
-    if (r != collSuccess) return fails;
-    fails += runOne(comm, rank, &cases[k], &seen->c[k].rank[rank]);
-    DATA_CHECK(collCommDestroy(comm) == collSuccess, "%s: destroy: %s", cases[k].name, collGetLastError(NULL));
-    seen->c[k].rank[rank].digest = (uint64_t)((dataNow() - t0) * 1e6); /* the case's time in us */
-    DATA_CHECK(collBarrier(ctl, NULL) == collSuccess, "barrier: %s", collGetLastError(ctl));
-  }
-  return fails;
+  return dataRunCases(ctl, rank, nranks, ncases, 20, seen, oneCase);
 }
 
 static int checkCase(int k) {
