@@ -8,8 +8,10 @@
 #
 # Output (-o DIR): raw/ (one log per library, collective, rank count and
 # run, with the exact command and the load average), table.md (one table per
-# collective and rank count: median busbw per size per library, and coll /
-# best peer), results.csv, allreduce.png / allgather.png / reducescatter.png.
+# collective and rank count: median busbw per size per library, coll / best
+# peer, and coll as a fraction of the memory limit), results.csv,
+# membw.txt (memcpy bandwidth of one core and of all cores, before and after
+# the libraries ran), allreduce.png / allgather.png / reducescatter.png.
 #
 # Fair rules (enforced by the peer sources in this directory and by coll's
 # benchmarks/common.c):
@@ -153,6 +155,8 @@ build_peer() {  # lib
     mpich) { fresh "$OUT/bin/mpi_perf.mpich" mpi_perf.c ||
              mpicc.mpich $CFLAGS -std=c11 -o "$OUT/bin/mpi_perf.mpich" "$HERE/mpi_perf.c"; } &&
            links "$OUT/bin/mpi_perf.mpich" "libmpich.so" "libmpi.so.40" ;;
+    membw) fresh "$OUT/bin/membw" membw.c ||
+           gcc $CFLAGS -std=c11 -pthread -o "$OUT/bin/membw" "$HERE/membw.c" ;;
     gloo) fresh "$OUT/bin/gloo_perf" gloo_perf.cc ||
           g++ $CFLAGS -std=c++17 -o "$OUT/bin/gloo_perf" "$HERE/gloo_perf.cc" -lgloo -pthread ;;
     torch) [ -x "$PY" ] ;;  # importing torch costs seconds: a broken one shows in its log
@@ -243,6 +247,18 @@ run_one() {  # lib colls np run: one log; peers run all collectives in one launc
   return 0
 }
 
+# ---- the memory limit, measured before and after the libraries --------------
+rm -f "$OUT/membw.txt"
+membw() {  # when
+  if build_peer membw >"$OUT/bin/membw.build.log" 2>&1; then
+    say "memory copy bandwidth ($1)"
+    { echo "# membw $1, loadavg $(cut -d' ' -f1-3 /proc/loadavg)"; "$OUT/bin/membw" $([ "$SMOKE" = 1 ] && echo -r 1); } | tee -a "$OUT/membw.txt"
+  else
+    echo "skipped: memory bandwidth (see $OUT/bin/membw.build.log)"
+  fi
+}
+membw before
+
 # ---- run: interleaved repeats ---------------------------------------------
 START=$SECONDS COLL_FAILED=0
 for run in $(seq 1 "$RUNS"); do
@@ -258,6 +274,7 @@ for run in $(seq 1 "$RUNS"); do
   done
 done
 say "benchmarks took $((SECONDS - START)) s"
+membw after
 
 # ---- table and plots -------------------------------------------------------
 python3 "$HERE/table.py" "$OUT" --libs "$LIBSOK" --colls "$COLLS" --nps "$NPS"

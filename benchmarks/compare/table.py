@@ -27,6 +27,63 @@ def human(n):
     return f"{n} B"
 
 
+# Memory traffic (bytes read + bytes written) every rank needs per byte of
+# `size`, on one node whose ranks read each other's buffers directly (no copy
+# through a staging buffer): the least any algorithm moves.
+#  all-reduce: read its 1/n of all n inputs (size), write its reduced 1/n,
+#    read the n-1 other reduced slices and write them into its output:
+#    1 + 1/n + 2(n-1)/n = (3n-1)/n;
+#  reduce-scatter (size = input): read its 1/n of all inputs, write it: (n+1)/n;
+#  all-gather (size = output): read every slice and write it: 2 (in place,
+#    its own slice stays: 2(n-1)/n).
+def traffic(coll, n, ip):
+    if coll == "allreduce":
+        return (3 * n - 1) / n
+    if coll == "reducescatter":
+        return (n + 1) / n
+    return 2 * (n - 1) / n if ip else 2.0
+
+
+def limit_busbw(coll, n, ip, mem):
+    """busbw (GB/s) at the memory limit: time >= size * traffic over one
+    core's traffic rate (a rank is one thread) and >= n * size * traffic over
+    all cores' rate; mem = {threads: copy GB/s}; traffic rate = 2 x copy."""
+    if not mem:
+        return None
+    th = [t for t in mem if t != "llc"]
+    one, allc = 2 * mem[min(th)], 2 * mem[max(th)]
+    per_byte = traffic(coll, n, ip) * max(1 / one, n / allc)  # seconds per GB of size
+    return factor(coll, n) / per_byte
+
+
+def parse_membw(out):
+    """{threads: best copy GB/s} from OUT/membw.txt, and its load lines."""
+    mem, notes = {}, []
+    path = os.path.join(out, "membw.txt")
+    if not os.path.exists(path):
+        return mem, notes
+    for line in open(path):
+        f = line.split()
+        if line.startswith("# membw"):
+            notes.append(line[2:].strip())
+        elif len(f) == 5 and f[0] == "membw":
+            t, g = int(f[2]), float(f[4])
+            mem[t] = max(mem.get(t, 0.0), g)
+        elif len(f) == 3 and f[0] == "membw" and f[1] == "llc_bytes":
+            if "llc" not in mem:
+                notes.append(f"last-level cache {human(int(f[2]))}")
+            mem["llc"] = int(f[2])
+    return mem, notes
+
+
+def beyond_cache(coll, n, size, mem):
+    """The limit holds once the node's data (inputs and outputs of all
+    ranks) are at least 4x the last-level cache: smaller sets run partly
+    from the cache, faster than memory."""
+    per_rank = {"allreduce": 2 * size, "reducescatter": size + size / n}.get(coll, size + size / n)
+    return n * per_rank >= 4 * mem.get("llc", 32 << 20)
+
+
 def factor(coll, n):
     return 2 * (n - 1) / n if coll == "allreduce" else (n - 1) / n
 
@@ -91,15 +148,19 @@ def fmt_bw(v):
     return f"{v:.2f}" if v >= 0.1 else f"{v:.3g}"
 
 
-def table(coll, np_, ip, libs, stats, notes, flags, runs):
+def table(coll, np_, ip, libs, stats, notes, flags, runs, mem):
     """One markdown table; appends (size, ratio) findings to flags."""
+    lim = limit_busbw(coll, np_, ip, mem)
     peers = [l for l in libs if l != "coll"]
     sizes = sorted({s for l in libs for s in stats.get((l, coll, np_), {})})
     what = "in-place" if ip else "out-of-place"
     lines = [f"### {coll}, {np_} ranks, {what}", "",
-             "busbw GB/s (time us); median of the runs. coll/best = best peer time / coll time.", "",
-             "| size | " + " | ".join(NAMES[l] for l in libs) + " | best peer | coll/best |",
-             "|---:|" + "---:|" * len(libs) + "---|---:|"]
+             "busbw GB/s (time us); median of the runs. coll/best = best peer time / coll time."
+             + (f" coll/limit = coll's busbw / {lim:.2f} GB/s, the memory limit (where the data are 4x the cache)." if lim else ""),
+             "",
+             "| size | " + " | ".join(NAMES[l] for l in libs) + " | best peer | coll/best |"
+             + (" coll/limit |" if lim else ""),
+             "|---:|" + "---:|" * len(libs) + "---|---:|" + ("---:|" if lim else "")]
     for s in sizes:
         cells, best, best_lib = [], None, None
         for l in libs:
@@ -125,8 +186,11 @@ def table(coll, np_, ip, libs, stats, notes, flags, runs):
             if r < 1.5:
                 ratio = f"**{ratio}**"
                 flags.append((coll, np_, what, s, r, NAMES[best_lib]))
+        frac = ""
+        if lim and me is not None and beyond_cache(coll, np_, s, mem) and me[ip]["t"] > 0:
+            frac = f"{bus(s, me[ip]['t'], coll, np_) / lim:.0%}"
         lines.append(f"| {human(s)} | " + " | ".join(cells) +
-                     f" | {NAMES[best_lib] if best_lib else '–'} | {ratio} |")
+                     f" | {NAMES[best_lib] if best_lib else '–'} | {ratio} |" + (f" {frac} |" if lim else ""))
     return lines + [""]
 
 
@@ -141,6 +205,7 @@ def main():
     libs = (["coll"] if "coll" in libs else []) + [l for l in libs if l != "coll"]
     colls, nps = a.colls.split(), [int(x) for x in a.nps.split()]
     data, notes, cmds, loads = parse_logs(a.out)
+    mem, memnotes = parse_membw(a.out)
     stats = {k: {s: summarize(k[1], k[2], runs) for s, runs in v.items()}
              for k, v in data.items()}
 
@@ -154,7 +219,7 @@ def main():
                      "output only / the rank's own output view as input.", ""]
         for coll in colls:
             for np_ in nps:
-                body += table(coll, np_, ip, libs, stats, notes, flags, runs)
+                body += table(coll, np_, ip, libs, stats, notes, flags, runs, mem)
 
     csv = ["lib,coll,np,size,runs,time_oop_us,busbw_oop,wrong_oop,time_ip_us,busbw_ip,wrong_ip"]
     os.makedirs(os.path.join(a.out, "plot"), exist_ok=True)
@@ -196,6 +261,19 @@ def main():
              "semantics. n/s: not supported (torch 1.13's gloo backend has no reduce_scatter). "
              "✗: wrong results (never counted as best peer). [k runs]: a cell with fewer runs "
              "than the others (a timeout).", ""]
+    if mem:
+        head += ["Memory limit, measured in this run (benchmarks/compare/membw.c: copies of 64 MiB per "
+                 "thread, memcpy or a load/store loop, the faster, best of 5, before and after the "
+                 "libraries): "
+                 + ", ".join(f"{t} thread{'s' if t > 1 else ''} {g:.2f} GB/s copied"
+                            for t, g in sorted((t, g) for t, g in mem.items() if t != "llc"))
+                 + " (" + "; ".join(memnotes) + "). A copied byte is one read and one write. The limit of a "
+                 "collective is the least memory traffic (reads + writes) any algorithm needs when the ranks "
+                 "of a node read each other's buffers directly: per byte of size and rank, all-reduce "
+                 "(3n-1)/n, reduce-scatter (n+1)/n, all-gather 2 (in place 2(n-1)/n); its time is at least "
+                 "that traffic over one core's rate and n times it over all cores' rate. It is shown where the "
+                 "node's data (all ranks' inputs and outputs) are at least 4x the last-level cache. Algorithms "
+                 "that copy through a staging buffer move more than this limit counts.", ""]
     odd = [f"- {NAMES[k[0]]} {k[1]} np={k[2]}: {', '.join(sorted(v))}"
            for k, v in sorted(notes.items())]
     wrong = [f"- {NAMES[l]} {c} np={n} {human(s)} {'in-place' if ip else 'out-of-place'}: "
