@@ -357,15 +357,10 @@ static collResult_t collRunSched(collComm_t comm, const collOp* op, const collOp
 static int collHalfNative;
 static pthread_once_t collHalfOnce = PTHREAD_ONCE_INIT;
 
+/* param.c checked the value at init (and warned): anything but native is float. */
 static void collHalfLoad(void) {
   const char* v = collParamStr(COLL_SPARAM_HALF_ACCUM);
-  if (!v || strcasecmp(v, "float") == 0 || strcasecmp(v, "float32") == 0) return;
-  if (strcasecmp(v, "native") == 0) {
-    collHalfNative = 1;
-    return;
-  }
-  fprintf(stderr, "[coll] %s WARN ignoring COLL_HALF_ACCUM=%s (want float or native); using float\n",
-          collHostName(), v);
+  collHalfNative = v && strcasecmp(v, "native") == 0;
 }
 
 static int collHalfReducing(const collOp* op) {

@@ -6,9 +6,16 @@
  * given is reported once with COLL_WARN_ALWAYS (visible without COLL_DEBUG),
  * saying what is used instead:
  *  - empty or not an integer ("abc", "12abc"): the default;
- *  - below min / above max (also beyond 64 bits): the nearest bound;
+ *  - above max (also beyond +2^63): the maximum;
+ *  - below min (also beyond -2^63): the default, not the minimum (a minimum
+ *    often has a meaning of its own, COLL_TIMEOUT=0: never, that a typo
+ *    must not pick);
  *  - COLL_PROGRESS_CPU naming a CPU this process may not run on: -1.
  * collParamDump (COLL_DEBUG=INFO) prints the value in force.
+ *
+ * String rows with a fixed set of values (collStrEnums) are checked at the
+ * same time, case ignored as everywhere: another value is reported once
+ * and the row's default is used (collParamStr returns it).
  */
 #include "param.h"
 
@@ -19,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core/comm.h"
 #include "log.h"
@@ -89,6 +97,17 @@ static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
     [COLL_SPARAM_NET_PLUGIN] = {"COLL_NET_PLUGIN", NULL, "path of a transport plugin (.so exporting collNetPlugin_v2, include/coll_net.h); it becomes the default inter-node transport"},
     [COLL_SPARAM_HALF_ACCUM] = {"COLL_HALF_ACCUM", "float", "float16/bfloat16 sum, prod and avg: float carries partial results in float32 (on the wire too) and rounds once; native rounds at every step and pre-multiplies avg inputs by 1/nranks (NCCL's bytes and speed)"},
 };
+
+/* String rows with a fixed set of values; the first is the default's. */
+static const struct {
+  collStrParam p;
+  const char* values[4];
+} collStrEnums[] = {
+    {COLL_SPARAM_HALF_ACCUM, {"float", "float32", "native", NULL}},
+};
+#define COLL_NSTR_ENUMS ((int)(sizeof collStrEnums / sizeof collStrEnums[0]))
+static char collStrWarn[COLL_NSTR_ENUMS][300];
+static uint8_t collStrBad[COLL_SPARAM_COUNT]; /* set to a value not in collStrEnums: the default is used */
 
 static int64_t collIntValues[COLL_PARAM_COUNT_INT];
 static uint8_t collIntSet[COLL_PARAM_COUNT_INT];
@@ -181,6 +200,22 @@ static void collParamLoad(void) {
     }
     collIntValues[i] = v;
   }
+  for (int k = 0; k < COLL_NSTR_ENUMS; k++) {
+    const char* name = collStrParams[collStrEnums[k].p].name;
+    const char* s = getenv(name);
+    if (!s || !*s) continue;
+    int ok = 0;
+    char want[128] = "";
+    for (int j = 0; j < 4 && collStrEnums[k].values[j]; j++) {
+      ok |= strcasecmp(s, collStrEnums[k].values[j]) == 0;
+      size_t o = strlen(want);
+      snprintf(want + o, sizeof want - o, "%s%s", j ? ", " : "", collStrEnums[k].values[j]);
+    }
+    if (ok) continue;
+    collStrBad[collStrEnums[k].p] = 1;
+    snprintf(collStrWarn[k], sizeof collStrWarn[k], "%s=%s is not one of %s (case ignored); using %s", name, s, want,
+             collStrParams[collStrEnums[k].p].def);
+  }
 }
 
 /* Loads the table once; the first caller afterwards prints its warnings
@@ -191,6 +226,8 @@ static void collParamEnsure(void) {
     return;
   for (int i = 0; i < COLL_PARAM_COUNT_INT; i++)
     if (collIntWarn[i][0]) COLL_WARN_ALWAYS(COLL_SUB_ENV, "%s", collIntWarn[i]);
+  for (int k = 0; k < COLL_NSTR_ENUMS; k++)
+    if (collStrWarn[k][0]) COLL_WARN_ALWAYS(COLL_SUB_ENV, "%s", collStrWarn[k]);
 }
 
 void collParamInit(void) { collParamEnsure(); }
@@ -206,6 +243,8 @@ int64_t collParamInt(collIntParam p) {
 }
 
 const char* collParamStr(collStrParam p) {
+  pthread_once(&collParamOnce, collParamLoad);
+  if (collStrBad[p]) return collStrParams[p].def;
   const char* s = getenv(collStrParams[p].name);
   return (s && *s) ? s : collStrParams[p].def;
 }
