@@ -23,13 +23,30 @@ int collObsPath(collComm_t comm, const char* spec, char* out, size_t len) {
   return 1;
 }
 
+/* A COLL_* variable's bad path is reported once per process and variable
+ * (a failing communicator dumps its flight recorder on failure, abort and
+ * destroy; each communicator writes its stats): the first failure says it,
+ * the later ones only at INFO. Other callers (API calls) warn every time. */
+static int collObsWarnOnce(const char* var) {
+  static const char* const vars[] = {"COLL_FR_FILE", "COLL_STATS_FILE", "COLL_TRACE_FILE"};
+  static int warned[3];
+  for (int i = 0; i < 3; i++)
+    if (strcmp(var, vars[i]) == 0) return !__atomic_exchange_n(&warned[i], 1, __ATOMIC_RELAXED);
+  return 1;
+}
+
 FILE* collObsOpen(collComm_t comm, const char* spec, const char* var, char* used, size_t usedLen) {
+  char why[1200];
+  FILE* f = NULL;
   if (!collObsPath(comm, spec, used, usedLen)) {
-    COLL_WARN_ALWAYS(COLL_SUB_INIT, "%s=%s: the path is longer than %zu bytes; not written", var, spec, usedLen - 1);
-    return NULL;
+    snprintf(why, sizeof why, "%s=%s: the path is longer than %zu bytes; not written", var, spec, usedLen - 1);
+  } else if (!(f = fopen(used, "we"))) {
+    snprintf(why, sizeof why, "%s=%s: cannot open %s for writing: %s", var, spec, used, strerror(errno));
   }
-  FILE* f = fopen(used, "we");
-  if (!f) COLL_WARN_ALWAYS(COLL_SUB_INIT, "%s=%s: cannot open %s for writing: %s", var, spec, used, strerror(errno));
+  if (!f) {
+    if (collObsWarnOnce(var)) COLL_WARN_ALWAYS(COLL_SUB_INIT, "%s", why);
+    else COLL_INFO(COLL_SUB_INIT, "%s", why);
+  }
   return f;
 }
 
