@@ -82,9 +82,13 @@ static void collNetLoadPlugin(void) {
   char why[200];
   if (!p) {
     bad = "exports no collNetPlugin_v2 (include/coll_net.h)";
-  } else if (p->version != COLL_NET_VERSION || p->size != sizeof(collNet_v2_t)) {
-    snprintf(why, sizeof why, "is transport ABI version %d (table of %zu bytes); this coll needs version %d (%zu bytes)",
-             p->version, p->size, COLL_NET_VERSION, sizeof(collNet_v2_t));
+  } else if (p->version != COLL_NET_VERSION) { /* its size field is only meaningful in its own version */
+    snprintf(why, sizeof why, "is transport ABI version %d; this coll needs version %d (collNetPlugin_v2 of "
+             "include/coll_net.h: rebuild the plugin against it)", p->version, COLL_NET_VERSION);
+    bad = why;
+  } else if (p->size != sizeof(collNet_v2_t)) {
+    snprintf(why, sizeof why, "declares version %d with a table of %zu bytes; version %d's table here is %zu bytes "
+             "(built against another coll_net.h?)", p->version, p->size, COLL_NET_VERSION, sizeof(collNet_v2_t));
     bad = why;
   } else if (!p->name || !p->name[0] || strlen(p->name) > 32) {
     bad = "has no name (or one longer than 32 characters)";
@@ -180,7 +184,7 @@ uint64_t collNetId(const char* name) {
  * of a failed probe is kept: no dlopen and device scan per communicator). */
 static int collIbProbe; /* 0 untried, 1 usable, -1 not */
 
-static const collNet_v2_t* collNetProbeIb(void) {
+static const collNet_v2_t* collNetProbeIb(const char* carrier) {
   pthread_mutex_lock(&collNetLock);
   int st = collIbProbe;
   pthread_mutex_unlock(&collNetLock);
@@ -194,8 +198,13 @@ static const collNet_v2_t* collNetProbeIb(void) {
     collQuietErrors(quiet);
     st = r == collSuccess ? 1 : -1;
     if (r != collSuccess) {
-      COLL_INFO(COLL_SUB_INIT, "ib transport not used (%s); tcp carries the traffic between nodes (COLL_NET=ib "
-                "makes this an error)", collLastErrorMessage());
+      const char* hca = collParamStr(COLL_SPARAM_IB_HCA);
+      if (hca) /* asked for by name: say it without COLL_DEBUG */
+        COLL_WARN_ALWAYS(COLL_SUB_INIT, "COLL_IB_HCA=%s selects no usable HCA port (%s); %s carries the traffic "
+                         "between nodes (COLL_NET=ib makes this an error)", hca, collLastErrorMessage(), carrier);
+      else
+        COLL_INFO(COLL_SUB_INIT, "ib transport not used (%s); %s carries the traffic between nodes (COLL_NET=ib "
+                  "makes this an error)", collLastErrorMessage(), carrier);
       collClearError();
     }
     pthread_mutex_lock(&collNetLock);
@@ -237,7 +246,7 @@ collResult_t collNetGetList(const char* name, collNetList* out) {
   out->canConnect[k++] = collCanAny;
   if (name) return collNetMarkReg(out);
 #if COLL_HAVE_IB
-  const collNet_v2_t* ib = collNetProbeIb();
+  const collNet_v2_t* ib = collNetProbeIb(net->name);
   if (ib && ib != net) {
     out->nets[k] = ib;
     out->canConnect[k++] = collCanAny;
@@ -319,6 +328,15 @@ static void collNetNames(collComm_t comm, const collPeerInfo* p, char* buf, size
 
 collResult_t collNetPickPairs(collComm_t comm, const collNetList* list) {
   int n = comm->nranks, used[COLL_NET_SLOTS] = {0};
+  const collPeerInfo* me = &comm->peers[comm->rank];
+  for (int i = 0; i < n && list->nets[1] == &collNetLoopback; i++) {
+    const collPeerInfo* p = &comm->peers[i];
+    if (p->pid != me->pid || p->kernelHash != me->kernelHash)
+      return collSetError(collInvalidUsage,
+                          "rank %d: COLL_NET=loopback only connects ranks that are threads of one process; rank %d "
+                          "is process %d on %s, this rank process %d on %s (use COLL_NET=tcp, or leave COLL_NET "
+                          "unset)", comm->rank, i, (int)p->pid, p->host, (int)me->pid, me->host);
+  }
   for (int i = 0; i < n; i++) {
     int s = collNetPairSlot(list, comm->peers, comm->rank, i, comm->rankNode[i] == comm->node);
     if (s < 0) {

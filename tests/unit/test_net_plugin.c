@@ -59,7 +59,7 @@ static void test_bad_plugins(void** st) {
                     "COLL_NET_PLUGIN=/nonexistent/libnet.so cannot be loaded");
   expectLoadFailure(COLL_NET_NOSYM, NULL, collInvalidArgument, "exports no collNetPlugin_v2");
   expectLoadFailure(COLL_NET_EXAMPLE_V1, "example", collInvalidArgument,
-                    "is transport ABI version 1 (table of");
+                    "is transport ABI version 1; this coll needs version 2 (collNetPlugin_v2 of include/coll_net.h");
 }
 
 static void test_lookup(void** st) {

@@ -126,7 +126,10 @@ static collResult_t ibRegMr(void* comm, void* data, size_t size, int ptrType, vo
   if (!(ptrType & COLL_PTR_HOST))
     return collSetError(collInvalidArgument, "ib regMr: memory type %d not supported (host memory only)", ptrType);
   collRegEntry* e = NULL;
-  int rc = collRegCacheGet(c->dev->hca->reg, data, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &e);
+  /* not through ib's own cache: the caller (the engine) keeps registrations
+   * for reuse itself and checks them (COLL_REG_CACHE); a hit here would
+   * hand it a registration of pages that may be gone */
+  int rc = collRegCacheGet(c->dev->hca->regDirect, data, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, &e);
   if (rc != 0)
     return collSetError(collSystemError, "ib regMr: registering %zu bytes on %s failed: %s", size, c->dev->name,
                         strerror(rc));
@@ -137,7 +140,7 @@ static collResult_t ibRegMr(void* comm, void* data, size_t size, int ptrType, vo
 static collResult_t ibDeregMr(void* comm, void* mhandle) {
   collIbComm* c = dataComm(comm);
   if (!c) return collSetError(collInvalidArgument, "ib deregMr: bad comm");
-  collRegCachePut(c->dev->hca->reg, mhandle);
+  collRegCachePut(c->dev->hca->regDirect, mhandle);
   return collSuccess;
 }
 

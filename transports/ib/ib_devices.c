@@ -202,6 +202,7 @@ static void deregCb(void* ctx, void* handle) {
 static void closeHca(collIbHca* h) {
   const collIbvOps* v = collIb.v;
   if (h->reg) collRegCacheDestroy(h->reg);
+  if (h->regDirect) collRegCacheDestroy(h->regDirect);
   if (h->chan) {
     epoll_ctl(collIb.epfd, EPOLL_CTL_DEL, h->chan->fd, NULL);
     v->destroyCompChannel(h->chan);
@@ -220,11 +221,18 @@ collResult_t collIbDiscover(void) {
     int e = errno;
     if (e == ENOSYS) /* libibverbs' answer when the kernel exposes no RDMA devices */
       return collSetError(collSystemError, "ib: no RDMA device: the kernel has no InfiniBand/RoCE support loaded "
-                                           "(ibv_get_device_list: %s; /sys/class/infiniband is empty or missing)",
+                                           "(ibv_get_device_list: %s; /sys/class/infiniband is empty or missing; "
+                                           "COLL_NET=tcp uses sockets)",
                           strerror(e));
     return collSetError(collSystemError, "ib: ibv_get_device_list failed: %s", strerror(e));
   }
   collResult_t r = collSuccess;
+  char found[256] = ""; /* the devices' names, for the message when none is usable */
+  for (int i = 0; i < n; i++) {
+    const char* name = v->getDeviceName(list[i]);
+    size_t o = strlen(found);
+    snprintf(found + o, sizeof found - o, "%s%s", o ? ", " : "", name ? name : "?");
+  }
   for (int i = 0; i < n && collIb.nhca < IB_MAX_HCAS && r == collSuccess; i++) {
     const char* name = v->getDeviceName(list[i]);
     collIbHca* h = &collIb.hcas[collIb.nhca];
@@ -250,7 +258,8 @@ collResult_t collIbDiscover(void) {
       continue;
     }
     h->reg = collRegCacheCreate(regCb, deregCb, h, collIbCfg.regCache);
-    if (!h->reg) r = collSetError(collSystemError, "ib: out of memory");
+    h->regDirect = collRegCacheCreate(regCb, deregCb, h, 0);
+    if (!h->reg || !h->regDirect) r = collSetError(collSystemError, "ib: out of memory");
     epAdd(h->chan->fd, &h->epKind[0]);
     epAdd(h->ctx->async_fd, &h->epKind[1]);
     collIb.nhca++;
@@ -258,10 +267,10 @@ collResult_t collIbDiscover(void) {
   v->freeDeviceList(list);
   if (r == collSuccess && collIb.ndev == 0)
     r = collSetError(collSystemError,
-                     "ib: no usable port: %d device(s), none with an ACTIVE InfiniBand/RoCE port%s%s%s "
-                     "(ibv_devinfo lists them; COLL_NET=tcp uses sockets)",
+                     "ib: no usable port: %d device(s), none with an ACTIVE InfiniBand/RoCE port%s%s "
+                     "(ibv_devinfo lists them; COLL_NET=tcp uses sockets); devices found: %s",
                      n, collIbCfg.hca ? " selected by COLL_IB_HCA=" : "", collIbCfg.hca ? collIbCfg.hca : "",
-                     "");
+                     n ? found : "none");
   if (r != collSuccess) collIbCloseDevices();
   return r;
 }

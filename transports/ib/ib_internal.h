@@ -171,7 +171,8 @@ typedef struct collIbHca {
   struct ibv_pd* pd;
   struct ibv_comp_channel* chan;
   struct ibv_device_attr attr;
-  collRegCache* reg;
+  collRegCache* reg;       /* ib's own registrations (COLL_IB_REG_CACHE entries) */
+  collRegCache* regDirect; /* regMr's (the engine's): never kept here, COLL_REG_CACHE decides */
   int fatal; /* a device-fatal event arrived */
 } collIbHca;
 
