@@ -25,6 +25,8 @@
 #include "coll.h"
 #include "core/comm.h"
 #include "core/net.h"
+#include "device/cuda_loader.h"
+#include "device/devexec.h"
 #include "engine/mailbox.h"
 #include "misc/log.h"
 #include "misc/param.h"
@@ -76,7 +78,8 @@ static void algorithms(void) {
       if (a->funcMask & (1u << fn)) printf(" %s", a->name);
     printf("%s\n", fn <= COLL_FN_REDUCESCATTER ? "  (small calls inside one node: mailbox)" : "");
   }
-  printf("%-15s p2p (send/recv, groups)\n", "send/recv");
+  printf("%-15s direct (point-to-point: each send goes straight to its receiver; no COLL_ALGO choice)\n",
+         "send/recv");
 }
 
 static void transports(void) {
@@ -103,8 +106,15 @@ static void transports(void) {
       printf("%-9s inside a node: %s\n", "shm", shm ? "available" : "unavailable (COLL_SHM_DISABLE or the system)");
     }
   }
-  printf("%-9s CUDA P2P between the GPUs of a node, for GPU buffers (driver %s loaded at first use)\n", "p2p",
-         collParamStr(COLL_SPARAM_CUDA_LIBRARY));
+  /* the library loads the driver at first use; coll_info loads it to tell */
+  int ngpu = 0;
+  if (collCudaLoadQuiet() != collSuccess)
+    printf("%-9s unavailable: %s\n", "p2p", collCudaLoadMessage());
+  else if ((ngpu = collDevCount()) <= 0)
+    printf("%-9s unavailable: the CUDA driver (%s) sees no GPU\n", "p2p", collParamStr(COLL_SPARAM_CUDA_LIBRARY));
+  else
+    printf("%-9s CUDA P2P between the GPUs of a node, for GPU buffers: %d GPU(s), driver %s\n", "p2p", ngpu,
+           collParamStr(COLL_SPARAM_CUDA_LIBRARY));
   /* what a communicator created now would use: each pair takes the first of
    * these that both ranks have and that accepts the pair */
   collNetList list;

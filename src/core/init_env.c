@@ -204,9 +204,9 @@ collResult_t collCommInitFromEnvImpl(collComm_t* comm, collConfig_t* config) {
     what = "a loopback port derived from the job id";
   } else {
     return collSetError(collInvalidUsage,
-                        "collCommInitFromEnv: %s launched %d ranks but no rendezvous address: set COLL_COMM_ID=host:port "
+                        "collCommInitFromEnv: %s launched %d rank%s but no rendezvous address: set COLL_COMM_ID=host:port "
                         "or MASTER_ADDR/MASTER_PORT",
-                        launcherName[which], size);
+                        launcherName[which], size, size == 1 ? "" : "s");
   }
   collSockAddr addr;
   r = collSocketParseAddr(hostport, &addr);

@@ -18,7 +18,7 @@ const char* collGetErrorString(collResult_t r) {
     case collInvalidUsage: return "invalid usage";
     case collRemoteError: return "remote error (a peer failed or disconnected)";
     case collInProgress: return "operation in progress";
-    case collTimeout: return "timeout (a deadline expired: COLL_TIMEOUT, collCommSetTimeout or a per-call timeout)";
+    case collTimeout: return "timeout (a deadline expired; collGetLastError names which)";
     default: return "unknown result code";
   }
 }
