@@ -133,10 +133,10 @@ static struct collEngineReg* regState(collComm_t comm) {
   R->mode = want == 0 ? 0 : want > 0 ? 2 : collEngineRegFramesReadable() ? 1 : 0;
   if (want < 0 && !R->mode) /* the default degraded: say it once per process, without COLL_DEBUG */
     COLL_WARN_ONCE(COLL_SUB_NET, "rank %d: registration cache off: /proc/self/pagemap gives this process no page "
-                   "frames (needs root or CAP_SYS_ADMIN), so the default COLL_REG_CACHE=-1 cannot check reuse; "
-                   "messages above 16 KiB are registered per message (slower); COLL_REG_CACHE=0 chooses that "
-                   "without this warning, COLL_REG_CACHE=1 caches unchecked (safe only if buffers are never freed "
-                   "and reallocated while the communicator lives)", comm->rank);
+                   "frames (it needs CAP_SYS_ADMIN, which root normally has), so the default COLL_REG_CACHE=-1 "
+                   "cannot check reuse; messages above 16 KiB are registered per message (slower); "
+                   "COLL_REG_CACHE=0 chooses that without this warning, COLL_REG_CACHE=1 caches unchecked (safe "
+                   "only if buffers are never freed and reallocated while the communicator lives)", comm->rank);
   comm->reg = R;
   return R;
 }

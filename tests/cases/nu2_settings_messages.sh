@@ -14,6 +14,9 @@
 #  10 COLL_NET=loopback across processes fails at init with loopback's
 #     reason; with a transport plugin carrying the traffic the ib line names
 #     the plugin, not tcp
+#  8  without CAP_SYS_ADMIN (setpriv drops it; root only) the default
+#     COLL_REG_CACHE=-1 cannot read page frames: one WARN per process says
+#     registrations are per message; COLL_REG_CACHE=0 chooses it silently
 # About 3 s.
 set -u -o pipefail
 B=${1:?usage: $0 BUILD_DIR SOURCE_DIR}
@@ -88,6 +91,21 @@ if grep -q 'COLL_IB_HCA' <("$B/tools/coll_info" --params 2>/dev/null) && [ -z "$
     perf >"$T/p" 2>&1 || bad "10: plugin run failed: $(grep -v '^#' "$T/p" | tail -3)"
   grep -q 'ib transport not used (.*); example carries the traffic between nodes' "$T/p" && ok "10: the plugin is named" ||
     bad "10: ib line: $(grep 'ib transport not used' "$T/p" | head -1)"
+fi
+# 8
+if [ "$(id -u)" != 0 ] || ! command -v setpriv >/dev/null; then
+  echo "skip 8: needs root and setpriv"
+else
+  for rc in "" 0; do
+    setpriv --bounding-set -sys_admin env ${rc:+COLL_REG_CACHE=$rc} COLL_NET_PLUGIN="$B/tests/libcoll_net_example.so" \
+      COLL_SHM_DISABLE=1 timeout 60 "$B/benchmarks/allreduce_perf" -np 2 -b 1M -e 1M -n 2 -w 1 >"$T/r" 2>&1 ||
+      bad "8: run failed: $(grep -v '^#' "$T/r" | tail -3)"
+    n=$(grep -cE "${WARNRE}rank [01]: registration cache off: /proc/self/pagemap gives this process no page frames" "$T/r")
+    want=2
+    [ -n "$rc" ] && want=0
+    [ "$n" = "$want" ] && ok "8: COLL_REG_CACHE=${rc:-unset} without CAP_SYS_ADMIN: $n warnings" ||
+      bad "8: COLL_REG_CACHE=${rc:-unset}: want $want warnings, got $n: $(grep -v '^#' "$T/r" | head -3)"
+  done
 fi
 [ "$FAILS" = 0 ] && echo "all passed" || echo "$FAILS failed"
 exit $((FAILS > 0))
