@@ -277,7 +277,7 @@ say "benchmarks took $((SECONDS - START)) s"
 membw after
 
 # ---- table and plots -------------------------------------------------------
-python3 "$HERE/table.py" "$OUT" --libs "$LIBSOK" --colls "$COLLS" --nps "$NPS"
+python3 "$HERE/table.py" "$OUT" --libs "$LIBSOK" --colls "$COLLS" --nps "$NPS" $([ "$SMOKE" = 1 ] && echo --smoke)
 status=$?  # non-zero: a library that ran produced no rows at all
 if command -v gnuplot >/dev/null; then
   for coll in $COLLS; do

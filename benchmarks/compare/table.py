@@ -200,6 +200,8 @@ def main():
     ap.add_argument("--libs", default="coll ompi mpich gloo torch")
     ap.add_argument("--colls", default="allreduce allgather reducescatter")
     ap.add_argument("--nps", default="2 4")
+    ap.add_argument("--smoke", action="store_true",
+                    help="the run was run.sh --smoke: say that its numbers and findings mean nothing")
     a = ap.parse_args()
     libs = a.libs.split()
     libs = (["coll"] if "coll" in libs else []) + [l for l in libs if l != "coll"]
@@ -248,7 +250,10 @@ def main():
     with open(os.path.join(a.out, "results.csv"), "w") as f:
         f.write("\n".join(csv) + "\n")
 
-    head = ["# coll vs. peers: busbw per size", ""]
+    smoke = ("**Smoke run (run.sh --smoke): 1 run, 2 sizes, few iterations, on whatever load the machine had. "
+             "It checks that every library builds, runs and gets correct results; its times, ratios and "
+             "findings are noise, not measurements. Compare without --smoke.**")
+    head = ["# coll vs. peers: busbw per size", ""] + ([smoke, ""] if a.smoke else [])
     vfile = os.path.join(a.out, "versions.txt")
     if os.path.exists(vfile):
         head += ["```"] + open(vfile).read().strip().splitlines() + ["```", ""]
@@ -284,8 +289,12 @@ def main():
     for c, n, w, s, r, b in flags:
         groups.setdefault((c, n, w), []).append(f"{human(s)} {r:.3g} ({b})")
     slow = [f"- {c} np={n} {w}: " + ", ".join(v) for (c, n, w), v in groups.items()]
-    tail = ["## Findings", "", "Where coll is below 1.5x the best peer (bold in the tables): "
-            "size, coll/best, best peer.", ""]
+    tail = ["## Findings" + (" (smoke run: not meaningful)" if a.smoke else ""), ""]
+    if a.smoke:
+        tail += ["A smoke run's times are noise (1 run, few iterations): the list below is not a finding. "
+                 "Only the wrong results and unfinished runs further down mean something.", ""]
+    tail += ["Where coll is below 1.5x the best peer (bold in the tables): "
+             "size, coll/best, best peer.", ""]
     tail += slow or ["- none"]
     tail += ["", "Wrong results:", ""] + (wrong or ["- none"])
     tail += ["", "Runs that did not finish / unsupported:", ""] + (odd or ["- none"])
