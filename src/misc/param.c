@@ -70,15 +70,15 @@ static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     [COLL_PARAM_IB_TIMEOUT] = {"COLL_IB_TIMEOUT", 20, 1, 31, "ib: ack timeout of the queue pairs, 4.096 us * 2^value (20: 4.3 s; at most 31)"},
     [COLL_PARAM_IB_RETRY_CNT] = {"COLL_IB_RETRY_CNT", 7, 0, 7, "ib: retransmissions before a send fails with 'transport retry counter exceeded' (at most 7)"},
     [COLL_PARAM_IB_QPS_PER_CONN] = {"COLL_IB_QPS_PER_CONNECTION", 1, 1, 16, "ib: queue pairs per connection; messages use them round-robin (at most 16)"},
-    [COLL_PARAM_IB_REG_CACHE] = {"COLL_IB_REG_CACHE", 0, 0, 1 << 20, "ib: memory registrations of user buffers kept for reuse (LRU); 0: register each message's buffer and release it when the message completes. Only safe when the application never frees and reallocates communication buffers (a registration pins the old pages: data would go to them)"},
-    [COLL_PARAM_REG_CACHE] = {"COLL_REG_CACHE", -1, -1, 1, "registrations of the buffers the engine gives a transport that needs them (ib): -1: cached, each reuse checked against the page frames the registration pinned (/proc/self/pagemap; needs CAP_SYS_ADMIN, else per message); 0: register per message; 1: cached unchecked (only if buffers are never freed and reallocated while the communicator lives)"},
+    [COLL_PARAM_IB_REG_CACHE] = {"COLL_IB_REG_CACHE", 0, 0, 1 << 20, "ib: registrations ib keeps for reuse (LRU) of the buffers it registers itself, i.e. those the engine hands it without a registration (a failed engine registration; ib used directly); 0: per message. The buffers of messages above 16 KiB are registered by the engine, which COLL_REG_CACHE alone governs: they never enter this cache. Only safe when the application never frees and reallocates communication buffers (a registration pins the old pages: data would go to them)"},
+    [COLL_PARAM_REG_CACHE] = {"COLL_REG_CACHE", -1, -1, 1, "registrations of the buffers (messages above 16 KiB) the engine gives a transport that needs them (ib, plugins): -1: cached, each reuse checked against the page frames the registration pinned (/proc/self/pagemap; needs CAP_SYS_ADMIN, else per message, with one warning per process); 0: register per message; 1: cached unchecked (only if buffers are never freed and reallocated while the communicator lives)"},
 };
 
 static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
     [COLL_SPARAM_SOCKET_IFNAME] = {"COLL_SOCKET_IFNAME", NULL, "interfaces to use: prefix list, ^ excludes, = exact (e.g. eth, ^docker, =eth0)"},
     [COLL_SPARAM_SOCKET_FAMILY] = {"COLL_SOCKET_FAMILY", NULL, "AF_INET or AF_INET6 to force an address family"},
     [COLL_SPARAM_COMM_ID] = {"COLL_COMM_ID", NULL, "host:port of the rendezvous (rank 0 listens) for collCommInitFromEnv / collGetUniqueId"},
-    [COLL_SPARAM_NET] = {"COLL_NET", NULL, "network transport: unset = each pair of ranks on different nodes takes ib (InfiniBand / RoCE verbs) when both have a usable HCA, else tcp (shm inside a node unless COLL_SHM_DISABLE=1); ib, tcp, loopback (ranks as threads of one process) or the name of the COLL_NET_PLUGIN transport forces one"},
+    [COLL_SPARAM_NET] = {"COLL_NET", NULL, "network transport: unset = each pair of ranks on different nodes takes ib (InfiniBand / RoCE verbs) when both have a usable HCA, else tcp (shm inside a node unless COLL_SHM_DISABLE=1); ib, tcp, loopback (ranks as threads of one process, checked at init; it replaces shm too) or the name of the COLL_NET_PLUGIN transport forces one"},
     [COLL_SPARAM_DEBUG] = {"COLL_DEBUG", NULL, "log level: WARN, INFO, TRACE (VERSION = WARN); unset: nothing but warnings about settings not used as given"},
     [COLL_SPARAM_DEBUG_SUBSYS] = {"COLL_DEBUG_SUBSYS", NULL, "subsystems to log: INIT,BOOT,NET,COLL,ENGINE,TUNE (or TUNING),ENV,ALL (^ excludes); unset: INIT,BOOT,NET,ENV"},
     [COLL_SPARAM_DEBUG_FILE] = {"COLL_DEBUG_FILE", NULL, "write logs to this file (%h host, %p pid) instead of stderr (stderr, with a warning, if it cannot be opened)"},
@@ -93,9 +93,9 @@ static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
     [COLL_SPARAM_PROFILER_PLUGIN] = {"COLL_PROFILER_PLUGIN", NULL, "path of a profiler plugin (.so exporting collProfiler_v1, include/coll_profiler.h)"},
     [COLL_SPARAM_FR_FILE] = {"COLL_FR_FILE", NULL, "write the flight recorder (last COLL_FR_ENTRIES operations) to this file when a communicator fails or is aborted, on COLL_FR_SIGNAL and on collCommDumpFlightRecorder (%h, %p, %r, %c)"},
     [COLL_SPARAM_IB_HCA] = {"COLL_IB_HCA", NULL, "ib: HCAs and ports to use: prefix list, ^ excludes, = exact, :port (mlx5, =mlx5_0:1,mlx5_1:1, ^mlx5_2)"},
-    [COLL_SPARAM_IB_LIB] = {"COLL_IB_LIB", "libibverbs.so.1", "ib: the libibverbs library to load (dlopen) when COLL_NET=ib"},
+    [COLL_SPARAM_IB_LIB] = {"COLL_IB_LIB", "libibverbs.so.1", "ib: the libibverbs library to load (dlopen) at the first communicator's init unless COLL_NET names another transport (COLL_NET=tcp: never loaded)"},
     [COLL_SPARAM_NET_PLUGIN] = {"COLL_NET_PLUGIN", NULL, "path of a transport plugin (.so exporting collNetPlugin_v2, include/coll_net.h); it becomes the default inter-node transport"},
-    [COLL_SPARAM_HALF_ACCUM] = {"COLL_HALF_ACCUM", "float", "float16/bfloat16 sum, prod and avg: float carries partial results in float32 (on the wire too) and rounds once; native rounds at every step and pre-multiplies avg inputs by 1/nranks (NCCL's bytes and speed)"},
+    [COLL_SPARAM_HALF_ACCUM] = {"COLL_HALF_ACCUM", "float", "float16/bfloat16 sum, prod and avg: float (or float32) carries partial results in float32 (on the wire too) and rounds once; native rounds at every step and pre-multiplies avg inputs by 1/nranks (NCCL's bytes and speed); case ignored, another value warns at init and is float"},
 };
 
 /* String rows with a fixed set of values; the first is the default's. */
