@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/devcall.h"
 #include "misc/log.h"
 #include "topo/topo.h"
 
@@ -28,16 +29,21 @@ static void collRunQueued(collComm_t comm) {
   if (!comm->qhead) comm->qtail = NULL;
   comm->qrunning = 1;
   pthread_mutex_unlock(&comm->qlock);
-  collResult_t r = collEngineRun(comm, w->ops, w->nops);
+  collResult_t r = w->dev ? collDevWorkRun(comm, w->dev, w->ops, w->nops) : collEngineRun(comm, w->ops, w->nops);
   pthread_mutex_lock(&comm->qlock);
   comm->qrunning = 0;
   if (r != collSuccess && w->stream->error == collSuccess) w->stream->error = r;
   w->stream->pending--;
   comm->qbusy--;
+  for (int i = 0; i < w->nextra; i++) { /* a group's further CUDA streams */
+    if (r != collSuccess && w->extra[i]->error == collSuccess) w->extra[i]->error = r;
+    w->extra[i]->pending--;
+  }
   /* waiters wait for a stream or the whole queue to empty: waking them per
    * item would put an extra thread on the cores at every item */
-  if (w->stream->pending == 0 || comm->qbusy == 0) pthread_cond_broadcast(&comm->qdone);
+  if (w->stream->pending == 0 || comm->qbusy == 0 || w->nextra) pthread_cond_broadcast(&comm->qdone);
   if (comm->qhead) pthread_cond_signal(&comm->qcond); /* the next item, for the progress thread */
+  free(w->extra);
   free(w->ops);
   free(w);
 }
@@ -68,26 +74,51 @@ static void collWaitRunning(collComm_t comm, const int* count) {
 }
 
 collResult_t collSubmit(collComm_t comm, collStream_t stream, const collOp* ops, int nops) {
-  if (!stream) {
+  return collSubmitStreams(comm, stream ? &stream : NULL, stream ? 1 : 0, ops, nops);
+}
+
+collResult_t collSubmitStreams(collComm_t comm, collStream_t const* streams, int nstreams, const collOp* ops,
+                               int nops) {
+  if (nstreams == 0) {
     collStreamsDrain(comm);
+    if (collDevOpsOnDevice(ops, nops)) return collDevRunBlocking(comm, ops, nops);
     return collEngineRun(comm, ops, nops);
   }
+  collStream_t stream = streams[0];
   collWork* w = calloc(1, sizeof *w);
   collOp* copy = malloc(sizeof(collOp) * (size_t)nops);
-  if (!w || !copy) {
+  collStream_t* extra = nstreams > 1 ? malloc(sizeof *extra * (size_t)(nstreams - 1)) : NULL;
+  if (!w || !copy || (nstreams > 1 && !extra)) {
     free(w);
     free(copy);
+    free(extra);
     return collSetError(collSystemError, "out of memory queueing an operation");
   }
   memcpy(copy, ops, sizeof(collOp) * (size_t)nops);
   w->ops = copy;
   w->nops = nops;
   w->stream = stream;
+  if (nstreams > 1) memcpy(extra, streams + 1, sizeof *extra * (size_t)(nstreams - 1));
+  w->extra = extra;
+  w->nextra = nstreams - 1;
+  collResult_t issued = collSuccess;
+  if (stream->cuda || collDevOpsOnDevice(ops, nops)) {
+    /* events and gate waits on the CUDA streams, in issue order */
+    issued = collDevWorkIssue(comm, streams, nstreams, ops, nops, &w->dev);
+    if (!w->dev) {
+      free(extra);
+      free(copy);
+      free(w);
+      return issued;
+    }
+  }
   pthread_mutex_lock(&comm->qlock);
   if (!comm->threadStarted) {
     int e = pthread_create(&comm->progress, NULL, collProgressThread, comm);
     if (e != 0) {
       pthread_mutex_unlock(&comm->qlock);
+      if (w->dev) collDevWorkDrop(comm, w->dev); /* its CUDA streams go on */
+      free(extra);
       free(copy);
       free(w);
       return collSetError(collSystemError,
@@ -106,9 +137,10 @@ collResult_t collSubmit(collComm_t comm, collStream_t stream, const collOp* ops,
   comm->qtail = w;
   comm->qbusy++;
   stream->pending++;
+  for (int i = 0; i < w->nextra; i++) w->extra[i]->pending++;
   pthread_cond_signal(&comm->qcond);
   pthread_mutex_unlock(&comm->qlock);
-  return collSuccess;
+  return issued;
 }
 
 void collStreamsDrain(collComm_t comm) {
