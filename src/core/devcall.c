@@ -36,6 +36,8 @@ struct collDevComm {
   CUevent in[COLL_DEV_PIPE_SLOTS], out[COLL_DEV_PIPE_SLOTS]; /* pipeline: a piece's copy in / out done */
   char* stage;          /* pinned host staging */
   size_t stageBytes;
+  char** old;           /* staging buffers it replaced, freed with the comm */
+  int nold;
   CUevent* pool;        /* events for issue, reused */
   int npool, cappool;
 };
@@ -112,9 +114,19 @@ static collResult_t collDevReady(struct collDevComm* d) {
 
 /* ---- staging --------------------------------------------------------------- */
 
+/* Makes the staging buffer at least need bytes. The old one is kept until
+ * the communicator is freed: cuMemFreeHost synchronizes the whole device,
+ * which would wait for the user's streams, which wait for this call's gate.
+ * Sizes at least double, so the kept ones add up to less than the last. */
 static collResult_t collDevGrowStage(struct collDevComm* d, size_t need) {
   if (need <= d->stageBytes) return collSuccess;
-  if (d->stage) COLL_CU(cuMemFreeHost)(d->stage);
+  if (need < 2 * d->stageBytes) need = 2 * d->stageBytes;
+  if (d->stage) {
+    char** n = realloc(d->old, sizeof *n * (size_t)(d->nold + 1));
+    if (!n) return collSetError(collSystemError, "engine: out of memory growing the host staging");
+    d->old = n;
+    d->old[d->nold++] = d->stage;
+  }
   d->stage = NULL;
   d->stageBytes = 0;
   void* p = NULL;
@@ -450,16 +462,13 @@ collResult_t collDevWorkRun(collComm_t comm, collDevWork* w, const collOp* ops, 
     else r = collEngineRun(comm, ops, nops);
   }
   if (!w->failed) collDevLeave(saved);
-  for (int i = 0; i < w->nev; i++) collDevPoolPut(d, w->ev[i]);
-  if (w->gated) collDevGateOpen(d->gate, w->gate); /* also after a failure: the streams go on */
-  free(w);
   return r;
 }
 
-void collDevWorkDrop(collComm_t comm, collDevWork* w) {
+void collDevWorkFinish(collComm_t comm, collDevWork* w) {
   struct collDevComm* d = comm->dev;
   for (int i = 0; i < w->nev; i++) collDevPoolPut(d, w->ev[i]);
-  if (w->gated) collDevGateOpen(d->gate, w->gate);
+  if (w->gated) collDevGateOpen(d->gate, w->gate); /* also after a failure: the streams go on */
   free(w);
 }
 
@@ -484,7 +493,7 @@ void collDevCommFree(collComm_t comm) {
   struct collDevComm* d = comm->dev;
   if (!d) return;
   comm->dev = NULL;
-  if (d->ready || d->npool || d->stage) {
+  if (d->ready || d->npool || d->stage || d->nold) {
     CUcontext saved;
     if (collDevEnter(d, &saved) == collSuccess) {
       for (int i = 0; i < d->npool; i++) COLL_CU(cuEventDestroy)(d->pool[i]);
@@ -497,10 +506,12 @@ void collDevCommFree(collComm_t comm) {
         collDevGateDestroy(d->gate);
       }
       if (d->stage) COLL_CU(cuMemFreeHost)(d->stage);
+      for (int i = 0; i < d->nold; i++) COLL_CU(cuMemFreeHost)(d->old[i]);
     }
     collDevLeave(saved);
   }
   free(d->pool);
+  free(d->old);
   pthread_mutex_destroy(&d->lock);
   free(d);
 }
@@ -558,7 +569,7 @@ collResult_t collDevWorkRun(collComm_t comm, collDevWork* dw, const collOp* ops,
   return collCudaLoad();
 }
 
-void collDevWorkDrop(collComm_t comm, collDevWork* dw) { (void)comm, (void)dw; }
+void collDevWorkFinish(collComm_t comm, collDevWork* dw) { (void)comm, (void)dw; }
 
 collResult_t collDevRunBlocking(collComm_t comm, const collOp* ops, int nops) {
   (void)comm, (void)ops, (void)nops;

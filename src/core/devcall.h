@@ -51,13 +51,15 @@ collResult_t collDevWorkIssue(collComm_t comm, collStream_t const* streams, int 
                               collDevWork** dw);
 
 /* Runs queued work made by collDevWorkIssue (on the thread that runs the
- * queue): waits for the events (bounded by the first op's deadline), runs
- * ops staged, opens the gate, frees dw. Returns the call's result. */
+ * queue): waits for the events (bounded by the first op's deadline) and
+ * runs ops staged. Returns the call's result. */
 collResult_t collDevWorkRun(collComm_t comm, collDevWork* dw, const collOp* ops, int nops);
 
-/* Frees work of collDevWorkIssue that cannot be queued, opening the gate
- * for it (only while nothing of comm is queued). */
-void collDevWorkDrop(collComm_t comm, collDevWork* dw);
+/* After collDevWorkRun and once the work counts as done on its coll
+ * streams (so that a CUDA stream released by it finds collStreamQuery
+ * done), or for work that could not be queued: opens the gate to the
+ * work's number (also after a failure) and frees dw. */
+void collDevWorkFinish(collComm_t comm, collDevWork* dw);
 
 /* A call with stream NULL on device buffers, on the caller's thread after
  * the queue drained: waits for the legacy default stream, runs ops staged,

@@ -39,6 +39,7 @@ static void collRunQueued(collComm_t comm) {
     if (r != collSuccess && w->extra[i]->error == collSuccess) w->extra[i]->error = r;
     w->extra[i]->pending--;
   }
+  if (w->dev) collDevWorkFinish(comm, w->dev); /* opens the CUDA streams' gate: the work counts as done */
   /* waiters wait for a stream or the whole queue to empty: waking them per
    * item would put an extra thread on the cores at every item */
   if (w->stream->pending == 0 || comm->qbusy == 0 || w->nextra) pthread_cond_broadcast(&comm->qdone);
@@ -117,7 +118,7 @@ collResult_t collSubmitStreams(collComm_t comm, collStream_t const* streams, int
     int e = pthread_create(&comm->progress, NULL, collProgressThread, comm);
     if (e != 0) {
       pthread_mutex_unlock(&comm->qlock);
-      if (w->dev) collDevWorkDrop(comm, w->dev); /* its CUDA streams go on */
+      if (w->dev) collDevWorkFinish(comm, w->dev); /* its CUDA streams go on */
       free(extra);
       free(copy);
       free(w);

@@ -105,6 +105,7 @@ static collResult_t issue(int fn, const void* send, void* recv, size_t count, co
 static int body(collComm_t comm, int rank, int n, void* arg) {
   (void)arg;
   if (!devSetup(0)) return 1;
+  collCommSetTimeout(comm, 60); /* a rank that fails a check stops: its peers then fail too, in bounded time */
   CUstream us = devStream();
   collStream_t cs, ps;
   if (collStreamCreateCuda(comm, us, &cs) != collSuccess || collStreamCreate(comm, &ps) != collSuccess) {

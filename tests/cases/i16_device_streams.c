@@ -227,7 +227,8 @@ static int failingCall(collComm_t comm, int rank, const char* what, const char* 
   CUresult cr = COLL_CU(cuStreamSynchronize)(us); /* must return: the gate opens on failure too */
   double t = now() - t0;
   r = collStreamSynchronize(cs);
-  const char* m = collGetLastError(NULL);
+  char m[1200];
+  snprintf(m, sizeof m, "%s", collGetLastError(NULL));
   CHECK(cr == CUDA_SUCCESS, "%s: cuStreamSynchronize %d", what, (int)cr);
   CHECK(r != collSuccess, "%s: collStreamSynchronize succeeded", what);
   collResult_t ae = collSuccess;
