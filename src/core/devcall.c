@@ -472,6 +472,20 @@ void collDevWorkFinish(collComm_t comm, collDevWork* w) {
   free(w);
 }
 
+collResult_t collDevSyncLegacy(collComm_t comm, const collOp* ops, int nops) {
+  struct collDevComm* d;
+  collResult_t r = collDevFor(comm, ops, nops, &d);
+  if (r != collSuccess) return r;
+  CUcontext saved;
+  if ((r = collDevEnter(d, &saved)) == collSuccess) {
+    CUresult cr = COLL_CU(cuStreamSynchronize)(NULL); /* NULL: legacy */
+    if (cr != CUDA_SUCCESS)
+      r = collCudaError(cr, "CUDA: waiting for the legacy default stream before a blocking call failed");
+  }
+  collDevLeave(saved);
+  return r;
+}
+
 collResult_t collDevRunBlocking(collComm_t comm, const collOp* ops, int nops) {
   struct collDevComm* d;
   collResult_t r = collDevFor(comm, ops, nops, &d);
@@ -570,6 +584,11 @@ collResult_t collDevWorkRun(collComm_t comm, collDevWork* dw, const collOp* ops,
 }
 
 void collDevWorkFinish(collComm_t comm, collDevWork* dw) { (void)comm, (void)dw; }
+
+collResult_t collDevSyncLegacy(collComm_t comm, const collOp* ops, int nops) {
+  (void)comm, (void)ops, (void)nops;
+  return collCudaLoad();
+}
 
 collResult_t collDevRunBlocking(collComm_t comm, const collOp* ops, int nops) {
   (void)comm, (void)ops, (void)nops;

@@ -66,6 +66,11 @@ void collDevWorkFinish(collComm_t comm, collDevWork* dw);
  * returns when the results are in device memory. */
 collResult_t collDevRunBlocking(collComm_t comm, const collOp* ops, int nops);
 
+/* Waits for the legacy default stream (comm's GPU current): a blocking
+ * group over several communicators, whose device calls then run on
+ * private coll streams. Errors: those of the CUDA call. */
+collResult_t collDevSyncLegacy(collComm_t comm, const collOp* ops, int nops);
+
 /* Frees comm's device state (after its progress thread stopped). */
 void collDevCommFree(collComm_t comm);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/devcall.h"
 #include "core/memcheck.h"
 #include "misc/log.h"
 #include "reduce/reduce.h"
@@ -146,7 +147,10 @@ collResult_t collGroupEndImpl(void) {
     result = collCommEnterIssue(comm, "collGroupEnd");
     if (result != collSuccess) break;
     collTakeCallTimeout(comm, ops, n);
-    if (concurrent && !stream && (result = collStreamCreate(comm, &temp[ntemp])) == collSuccess)
+    /* blocking device calls are ordered after the legacy default stream */
+    if (concurrent && !stream && collDevOpsOnDevice(ops, n)) result = collDevSyncLegacy(comm, ops, n);
+    if (result == collSuccess && concurrent && !stream &&
+        (result = collStreamCreate(comm, &temp[ntemp])) == collSuccess)
       stream = temp[ntemp++];
     if (result == collSuccess && stream) streams[0] = stream;
     if (result == collSuccess) result = collSubmitStreams(comm, streams, stream ? nstreams : 0, ops, n);

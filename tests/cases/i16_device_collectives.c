@@ -12,7 +12,9 @@
  * in turn with stream NULL (blocking), on a collStreamCreateCuda stream
  * (then cuStreamSynchronize) and on a collStreamCreate stream (then
  * collStreamSynchronize), and once more on host buffers with stream NULL;
- * the result bytes must be equal. Inputs are small integers (exact in every
+ * the result bytes must be equal. As threads, one thread then drives every
+ * rank in one blocking group of in-place all-reduces (one process, several
+ * communicators). Inputs are small integers (exact in every
  * type, whatever the order of the reduction), float16/bfloat16 from a table
  * of exact bit patterns.
  *
@@ -231,6 +233,34 @@ int main(int argc, char** argv) {
     pthread_join(th[r], NULL);
     fails += a[r].fails;
   }
+  /* one thread drives every rank in one blocking group (NCCL's one process,
+   * several GPUs pattern): each rank's input comes by a copy on the legacy
+   * default stream, which the group waits for */
+  enum { GC = 3001 };
+  int32_t *gin = malloc((size_t)n * GC * sizeof *gin), *gout = malloc(GC * sizeof *gout), *gd[8];
+  for (int r = 0; r < n; r++) {
+    gd[r] = devAlloc(GC * sizeof(int32_t));
+    for (int i = 0; i < GC; i++) gin[r * GC + i] = r * 10 + i % 13;
+    devCopyAsync(gd[r], gin + r * GC, GC * sizeof(int32_t), NULL);
+  }
+  collGroupStart();
+  for (int r = 0; r < n; r++) collAllReduce(gd[r], gd[r], GC, collInt32, collSum, comms[r], NULL);
+  collResult_t gr = collGroupEnd();
+  if (gr != collSuccess) fprintf(stderr, "group over %d comms: %s\n", n, collGetLastError(NULL)), fails++;
+  for (int r = 0; r < n && gr == collSuccess; r++) {
+    devCopy(gout, gd[r], GC * sizeof(int32_t));
+    for (int i = 0; i < GC; i++) {
+      int32_t want = 0;
+      for (int q = 0; q < n; q++) want += q * 10 + i % 13;
+      if (gout[i] != want) {
+        fprintf(stderr, "group over %d comms: rank %d element %d is %d, expected %d\n", n, r, i, gout[i], want);
+        fails++;
+        break;
+      }
+    }
+  }
+  for (int r = 0; r < n; r++) collDevFree(gd[r]);
+  free(gin), free(gout);
   for (int r = 0; r < n; r++) collCommDestroy(comms[r]);
   printf("%s: %d ranks as threads, %d failed checks\n", fails ? "FAIL" : "PASS", n, fails);
   return fails != 0;

@@ -3,9 +3,9 @@
 # makes the 5000-element calls several pipelined pieces.
 set_tests_properties(cases.${name} PROPERTIES SKIP_RETURN_CODE 77)
 set(_i16_env "COLL_SOCKET_IFNAME=lo;COLL_CUDA_STAGE_CHUNK=4096")
-if(TARGET collfakecuda)
-  set(_i16_env "${_i16_env};COLL_CUDA_LIBRARY=$<TARGET_FILE:collfakecuda>")
-endif()
+# the fake driver when it is built (tests/fakecuda: added after this
+# directory, hence the generator expression), else the system's
+set(_i16_env "${_i16_env};COLL_CUDA_LIBRARY=$<$<TARGET_EXISTS:collfakecuda>:$<TARGET_FILE:collfakecuda>>$<$<NOT:$<TARGET_EXISTS:collfakecuda>>:libcuda.so.1>")
 set_tests_properties(cases.${name} PROPERTIES ENVIRONMENT "${_i16_env}")
 foreach(_v "threads;3" "procs;2" "procs;4")
   list(GET _v 0 _m)
@@ -20,4 +20,4 @@ set_tests_properties(cases.${name}.tcp PROPERTIES TIMEOUT 300 LABELS cases SKIP_
                      ENVIRONMENT "${_i16_env};COLL_SHM_DISABLE=1")
 add_test(NAME cases.${name}.delay COMMAND case_${name} threads 2)
 set_tests_properties(cases.${name}.delay PROPERTIES TIMEOUT 300 LABELS cases SKIP_RETURN_CODE 77
-                     ENVIRONMENT "${_i16_env};FAKECUDA_DELAY_US=50")
+                     ENVIRONMENT "${_i16_env};FAKECUDA_DELAY_US=1000")
