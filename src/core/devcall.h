@@ -31,7 +31,8 @@ typedef struct collDevWork collDevWork;
 
 /* 1 when one of ops has device (or managed) buffers. */
 static inline int collDevOpsOnDevice(const collOp* ops, int nops) {
-  for (int i = 0; i < nops; i++)
+  if (nops > 0 && ops[0].mem.kind != COLL_MEM_HOST) return 1;
+  for (int i = 1; __builtin_expect(i < nops, 0); i++) /* one op: two tests */
     if (ops[i].mem.kind != COLL_MEM_HOST) return 1;
   return 0;
 }
