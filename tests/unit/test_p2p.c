@@ -282,9 +282,12 @@ static pid_t spawnPeer(const char* mode, const char* arg, int* rd) {
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
-    if (rd) {
-      dup2(p[1], 3);
+    if (rd) { /* the read end first: it may be fd 3 itself */
       close(p[0]);
+      if (p[1] != 3) {
+        dup2(p[1], 3);
+        close(p[1]);
+      }
     }
     execl(gSelf, gSelf, "--p2p-peer", mode, arg ? arg : "-", (char*)NULL);
     _exit(127);
