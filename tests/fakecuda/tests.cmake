@@ -20,3 +20,5 @@ if(NOT COLL_SANITIZE)
   # the gate's host-function fallback (the kernels again: 16 s; gcc only)
   coll_fakecuda_test(kernels_no_memops COMMAND gpu_kernels --quick --no-bandwidth TIMEOUT 300 ENV FAKECUDA_NO_MEMOPS=1)
 endif()
+# test_cuda_loader's fake-driver cases load it by path
+target_compile_definitions(test_cuda_loader PRIVATE COLL_FAKECUDA="$<TARGET_FILE:collfakecuda>")
