@@ -22,3 +22,6 @@ if(NOT COLL_SANITIZE)
 endif()
 # test_cuda_loader's fake-driver cases load it by path
 target_compile_definitions(test_cuda_loader PRIVATE COLL_FAKECUDA="$<TARGET_FILE:collfakecuda>")
+# two GPUs: p2p between them, and refused where they cannot reach each other
+coll_fakecuda_test(p2p_two_gpus COMMAND test_p2p TIMEOUT 180 ENV FAKECUDA_DEVICES=2)
+coll_fakecuda_test(p2p_no_peer COMMAND test_p2p TIMEOUT 180 ENV "FAKECUDA_DEVICES=2;FAKECUDA_NO_PEER=1")
