@@ -48,6 +48,36 @@ static atomic_int fkLibLoaded;
 /* nvcc's fatbin magic (the first 4 bytes of a -fatbin output). */
 #define FK_FATBIN_MAGIC 0xBA55ED50u
 
+/* 1 when the fatbin has code a compute capability 9.0 device runs: SASS
+ * for sm_90 (SASS runs only on its own major version, minor <= the
+ * device's) or PTX for compute_90 or older (JIT). Entries: kind (1 PTX,
+ * 2 ELF) at +0, header size at +4, payload size at +8, arch at +0x1c; they
+ * follow the 16-byte file header (magic, version, header size, fat size). */
+static int fkFatbinFits(const void* code, char* archs, size_t len) {
+  const unsigned char* p = code;
+  uint16_t hdr;
+  uint64_t fat;
+  memcpy(&hdr, p + 6, 2);
+  memcpy(&fat, p + 8, 8);
+  size_t off = hdr, end = (size_t)hdr + (size_t)fat;
+  int fits = 0;
+  while (off + 0x20 <= end) {
+    uint16_t kind;
+    uint32_t eh, arch;
+    uint64_t size;
+    memcpy(&kind, p + off, 2);
+    memcpy(&eh, p + off + 4, 4);
+    memcpy(&size, p + off + 8, 8);
+    memcpy(&arch, p + off + 0x1c, 4);
+    size_t used = strlen(archs);
+    snprintf(archs + used, len - used, "%s%s_%u", used ? " " : "", kind == 1 ? "compute" : "sm", arch);
+    if ((kind == 2 && arch == 90) || (kind == 1 && arch <= 90)) fits = 1;
+    if (eh == 0) break;
+    off += eh + size;
+  }
+  return fits;
+}
+
 CUresult fk_cuLibraryLoadData(CUlibrary* lib, const void* code, CUjit_option* jo, void** jv, unsigned int nj,
                               CUlibraryOption* lo, void** lv, unsigned int nl) {
   FK_ENTER("cuLibraryLoadData");
@@ -57,6 +87,10 @@ CUresult fk_cuLibraryLoadData(CUlibrary* lib, const void* code, CUjit_option* jo
   memcpy(&magic, code, sizeof magic);
   if (magic != FK_FATBIN_MAGIC)
     return fkFail(CUDA_ERROR_INVALID_IMAGE, "cuLibraryLoadData: image magic 0x%08x is not a fatbin", magic);
+  char archs[128] = "";
+  if (!fkFatbinFits(code, archs, sizeof archs))
+    return fkFail(CUDA_ERROR_NO_BINARY_FOR_GPU, "cuLibraryLoadData: no sm_90 code nor PTX for <= compute_90 in [%s]",
+                  archs);
   atomic_store(&fkLibLoaded, 1);
   *lib = (CUlibrary)&fkLibrary;
   return CUDA_SUCCESS;
