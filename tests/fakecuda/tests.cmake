@@ -25,3 +25,10 @@ target_compile_definitions(test_cuda_loader PRIVATE COLL_FAKECUDA="$<TARGET_FILE
 # two GPUs: p2p between them, and refused where they cannot reach each other
 coll_fakecuda_test(p2p_two_gpus COMMAND test_p2p TIMEOUT 180 ENV FAKECUDA_DEVICES=2)
 coll_fakecuda_test(p2p_no_peer COMMAND test_p2p TIMEOUT 180 ENV "FAKECUDA_DEVICES=2;FAKECUDA_NO_PEER=1")
+# the fake's own behaviour (what the tests above rely on)
+add_executable(test_fakecuda ${CMAKE_CURRENT_LIST_DIR}/test_fakecuda.c)
+target_link_libraries(test_fakecuda PRIVATE coll_internal PkgConfig::CMOCKA)
+target_compile_definitions(test_fakecuda PRIVATE COLL_FAKECUDA="$<TARGET_FILE:collfakecuda>")
+add_dependencies(test_fakecuda collfakecuda)
+add_test(NAME fakecuda.self COMMAND test_fakecuda)
+set_tests_properties(fakecuda.self PROPERTIES TIMEOUT 120 LABELS "fakecuda;unit")
