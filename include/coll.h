@@ -273,16 +273,18 @@ collResult_t collStreamCreate(collComm_t comm, collStream_t* stream);
  *  first error any of them hit (collRemoteError, collTimeout...). Each
  *  operation ends by its own deadline; collCommAbort on another thread ends
  *  the wait at once. collInvalidUsage if the stream's communicator was
- *  destroyed. Thread-safe. */
+ *  destroyed, or the stream itself was ("stream 0x... was already
+ *  destroyed": the handle is not read). Thread-safe. */
 collResult_t collStreamSynchronize(collStream_t stream);
 
 /** collSuccess if every operation on stream finished, collInProgress if not,
  *  or the first error. Never blocks. collInvalidUsage if the stream's
- *  communicator was destroyed. */
+ *  communicator or the stream was destroyed. */
 collResult_t collStreamQuery(collStream_t stream);
 
 /** Synchronizes, then frees stream. NULL is accepted. A stream whose
- *  communicator was already destroyed is just freed (collSuccess). */
+ *  communicator was already destroyed is just freed (collSuccess); a stream
+ *  destroyed twice is collInvalidUsage. */
 collResult_t collStreamDestroy(collStream_t stream);
 
 /* ------------------------------------------------------------------------ */

@@ -183,10 +183,7 @@ static collResult_t collCheckRank(collComm_t comm, int r, const char* what, cons
 }
 
 static collResult_t collCheckStream(collComm_t comm, collStream_t s, const char* fn) {
-  if (!s) return collSuccess;
-  if (s->magic != COLL_STREAM_MAGIC) return collSetError(collInvalidArgument, "%s: stream is not a coll stream", fn);
-  if (s->comm != comm) return collSetError(collInvalidUsage, "%s: stream belongs to another communicator", fn);
-  return collSuccess;
+  return collStreamCheckUse(comm, s, fn);
 }
 
 /* Checks the common arguments, then runs or groups op. */
