@@ -269,7 +269,7 @@ collResult_t collRecvImpl(void* recvbuff, size_t count, collDataType_t datatype,
 }
 
 collResult_t collBarrierImpl(collComm_t comm, collStream_t stream) {
-  collOp o = {COLL_FN_ALLREDUCE, NULL, NULL, 1, collUint8, collMax, 0, 0, NULL, 0, 0, COLL_MEM_HOST_INFO};
+  collOp o = {COLL_FN_ALLREDUCE, NULL, NULL, 1, collUint8, collMax, 0, COLL_PEER_BARRIER, NULL, 0, 0, COLL_MEM_HOST_INFO};
   if (comm && collCommCheck(comm, "collBarrier") == collSuccess) {
     o.sendbuff = &comm->barrierBuf[0];
     o.recvbuff = &comm->barrierBuf[1];
