@@ -301,7 +301,8 @@ collResult_t collStreamDestroy(collStream_t stream);
  *  sendbuff, recvbuff: count elements of datatype; in-place if equal.
  *  Algorithm: ring reduce-scatter + all-gather (Patarasuk & Yuan 2009).
  *  Errors: collInvalidArgument (NULL buffer with count > 0, bad datatype/op,
- *  byte size overflow), collInvalidUsage (destroyed/aborted comm, stream of
+ *  byte size overflow, sendbuff and recvbuff partly overlapping: neither
+ *  disjoint nor the in-place form), collInvalidUsage (destroyed/aborted comm, stream of
  *  another comm, mismatched call), collRemoteError, collTimeout. */
 collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            collDataType_t datatype, collRedOp_t op,

@@ -186,6 +186,34 @@ static collResult_t collCheckStream(collComm_t comm, collStream_t s, const char*
   return collStreamCheckUse(comm, s, fn);
 }
 
+/* sendbuff and recvbuff either the documented in-place alias or disjoint:
+ * a partial overlap would let the call read data it already overwrote.
+ * In place: the same address (all-reduce, broadcast, reduce); sendbuff ==
+ * recvbuff + rank*count (all-gather); recvbuff == sendbuff + rank*count
+ * (reduce-scatter). Only the buffers this rank uses are compared. */
+static collResult_t collCheckOverlap(collComm_t comm, const collOp* op, int sendUsed, int recvUsed, size_t sendMult,
+                                     size_t recvMult, const char* fn) {
+  if (!sendUsed || !recvUsed || op->count == 0 || op->fn == COLL_FN_SEND || op->fn == COLL_FN_RECV) return collSuccess;
+  size_t es = collTypeSize(op->dtype);
+  uintptr_t s = (uintptr_t)op->sendbuff, r = (uintptr_t)op->recvbuff;
+  size_t sb = op->count * sendMult * es, rb = op->count * recvMult * es, me = (size_t)comm->rank * op->count * es;
+  const char* rule = "sendbuff == recvbuff";
+  int inPlace = s == r;
+  if (op->fn == COLL_FN_ALLGATHER) {
+    rule = "sendbuff == recvbuff + rank*sendcount";
+    inPlace = s == r + me;
+  } else if (op->fn == COLL_FN_REDUCESCATTER) {
+    rule = "recvbuff == sendbuff + rank*recvcount";
+    inPlace = r == s + me;
+  }
+  if (inPlace) return collSuccess;
+  if (s >= r + rb || r >= s + sb) return collSuccess;
+  return collSetError(collInvalidArgument,
+                      "%s: sendbuff [%p, %p) and recvbuff [%p, %p) partly overlap (%zu and %zu bytes, rank %d): the "
+                      "buffers must be disjoint, or in place exactly (%s)",
+                      fn, (void*)s, (void*)(s + sb), (void*)r, (void*)(r + rb), sb, rb, comm->rank, rule);
+}
+
 /* Checks the common arguments, then runs or groups op. */
 static collResult_t collIssue(collComm_t comm, collStream_t stream, collOp* op, const char* fn, size_t sendMult,
                               size_t recvMult, int needsOp, int recvOnRootOnly) {
@@ -203,6 +231,7 @@ static collResult_t collIssue(collComm_t comm, collStream_t stream, collOp* op, 
   int recvUsed = recvMult && (!recvOnRootOnly || comm->rank == op->root);
   if ((r = collCheckBuf(sendUsed ? op->sendbuff : "", op->count, sendMult, op->dtype, "sendbuff", fn)) ||
       (r = collCheckBuf(recvUsed ? op->recvbuff : "", op->count, recvMult, op->dtype, "recvbuff", fn)) ||
+      (r = collCheckOverlap(comm, op, sendUsed, recvUsed, sendMult, recvMult, fn)) ||
       (r = collCheckCallMemory(comm, stream, fn, sendUsed && op->count ? op->sendbuff : NULL,
                                recvUsed && op->count ? op->recvbuff : NULL, &op->mem)))
     goto out;
