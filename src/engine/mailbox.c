@@ -299,6 +299,28 @@ int collMailboxPeerFailed(collComm_t comm, int peer) {
   return m && peer >= 0 && peer < comm->nranks && atomic_load(mbFailed(m, peer)) != 0;
 }
 
+int collMailboxPeerWhy(collComm_t comm, int peer, char* buf, size_t len) {
+  struct collMailbox* m = comm->mailbox;
+  if (!m || peer < 0 || peer >= comm->nranks || peer == comm->rank || !m->lastSeq || !len) return 0;
+  mbRankLine* l = mbLine(m, peer);
+  uint32_t latest = atomic_load_explicit(&l->latest, memory_order_acquire);
+  uint64_t t = latest ? atomic_load_explicit(&l->announced[(m->lastSeq - 1) & 1], memory_order_relaxed) : 0;
+  collSig a, b;
+  char theirs[160], mine[160];
+  if (!collSigFromTag(m->lastTag, comm->nranks, &b)) return 0;
+  collSigDescribe(&b, mine, sizeof mine);
+  if (latest == m->lastSeq && t != m->lastTag && collSigFromTag(t, comm->nranks, &a)) {
+    collSigDescribe(&a, theirs, sizeof theirs);
+    snprintf(buf, len, "mismatched calls: it called %s, this rank %s", theirs, mine);
+    return 1;
+  }
+  if ((int32_t)(latest - m->lastSeq) > 0) {
+    snprintf(buf, len, "mismatched calls: it went on to a later collective, this rank is at its %s", mine);
+    return 1;
+  }
+  return 0;
+}
+
 int collMailboxPeerErrored(collComm_t comm, int peer) {
   struct collMailbox* m = comm->mailbox;
   return m && peer >= 0 && peer < comm->nranks && atomic_load(mbFailed(m, peer)) == MB_FAILED;

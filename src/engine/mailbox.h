@@ -58,6 +58,10 @@ int collMailboxPeerFailed(collComm_t comm, int peer);
 /* 1 if peer's communicator failed with an error of its own (not a destroy
  * or abort); 0 if not or without a mailbox. Never blocks. */
 int collMailboxPeerErrored(collComm_t comm, int peer);
+/* What peer announced for this rank's current collective when it differs
+ * ("mismatched calls: it called broadcast of ..., this rank all-reduce
+ * ..."): 1 and buf written, else 0 (no mailbox, same call, or unknown). */
+int collMailboxPeerWhy(collComm_t comm, int peer, char* buf, size_t len);
 /* Unmaps the mailbox; on a communicator without an error first WARNs about
  * a peer whose last collective differed from this rank's (no call read it)
  * or whose communicator failed after the last call with it. */
