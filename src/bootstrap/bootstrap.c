@@ -135,35 +135,31 @@ static collResult_t collBootConnectRoot(const collSockAddr* root, int* fd, doubl
   }
 }
 
-/* When this process started, in CLOCK_REALTIME microseconds (the kernel's
- * boot time plus the process's start in clock ticks); 0 if /proc says nothing.
- * The root tells a late duplicate (a process started after its communicator
- * formed: another job or a retried pod) from a rank of a mixed rendezvous. */
+/* When this process started, in CLOCK_REALTIME microseconds (now, less the
+ * time since its start: /proc/self/stat's start in clock ticks after boot,
+ * against CLOCK_BOOTTIME); 0 if /proc says nothing. The root tells a late
+ * duplicate (a process started after its communicator formed: another job
+ * or a retried pod) from a rank of a mixed rendezvous. */
 static uint64_t collBootProcessStartUs(void) {
-  static uint64_t cached;
-  if (cached) return cached;
-  unsigned long long btime = 0, ticks = 0;
-  char line[256];
-  FILE* f = fopen("/proc/stat", "r");
-  if (!f) return 0;
-  while (fgets(line, sizeof line, f))
-    if (sscanf(line, "btime %llu", &btime) == 1) break;
-  fclose(f);
   char st[1024];
-  f = fopen("/proc/self/stat", "r");
+  FILE* f = fopen("/proc/self/stat", "r");
   if (!f) return 0;
   size_t n = fread(st, 1, sizeof st - 1, f);
   fclose(f);
   st[n] = 0;
   const char* p = strrchr(st, ')'); /* after the command name, which may hold spaces */
   long hz = sysconf(_SC_CLK_TCK);
-  if (!p || !btime || hz <= 0) return 0;
-  /* fields 3.. after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
-   * cutime cstime priority nice threads itrealvalue starttime (field 22) */
-  if (sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &ticks) != 1)
+  unsigned long long ticks = 0;
+  /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime
+   * cstime priority nice threads itrealvalue starttime (field 22) */
+  if (!p || hz <= 0 ||
+      sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &ticks) != 1)
     return 0;
-  cached = (uint64_t)btime * 1000000ull + (uint64_t)ticks * 1000000ull / (uint64_t)hz;
-  return cached;
+  struct timespec rt, bt;
+  if (clock_gettime(CLOCK_REALTIME, &rt) != 0 || clock_gettime(CLOCK_BOOTTIME, &bt) != 0) return 0;
+  double sinceStart = (double)bt.tv_sec + 1e-9 * (double)bt.tv_nsec - (double)ticks / (double)hz;
+  double start = (double)rt.tv_sec + 1e-9 * (double)rt.tv_nsec - (sinceStart > 0 ? sinceStart : 0);
+  return start > 0 ? (uint64_t)(start * 1e6) : 0;
 }
 
 typedef struct {
