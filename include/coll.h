@@ -366,7 +366,9 @@ collResult_t collGroupStart(void);
  *  communicators progress concurrently (a receive on one never waits for
  *  an operation on another); without streams the call returns when all of
  *  them finished. Errors: collInvalidUsage without a matching
- *  collGroupStart, plus those of the grouped calls. */
+ *  collGroupStart, collInvalidArgument when a receive of the group partly
+ *  overlaps a send of it (an all-to-all with overlapping buffers), plus
+ *  those of the grouped calls. */
 collResult_t collGroupEnd(void);
 
 /* ------------------------------------------------------------------------ */

@@ -96,6 +96,56 @@ static collResult_t collGroupWait(collStream_t s) {
   return r;
 }
 
+typedef struct {
+  uintptr_t lo, hi;
+  int op;
+} collRange;
+
+static int collRangeCmp(const void* a, const void* b) {
+  uintptr_t x = ((const collRange*)a)->lo, y = ((const collRange*)b)->lo;
+  return x < y ? -1 : x > y;
+}
+
+/* A send and a receive of one group (an all-to-all) whose buffers partly
+ * overlap (neither disjoint nor the same range) are collInvalidArgument:
+ * the receive could overwrite data the send has yet to read. Sorted
+ * receives and a binary search per send: O(n log n). */
+static collResult_t collGroupCheckOverlap(collComm_t comm, const collOp* ops, int n) {
+  int nr = 0;
+  for (int i = 0; i < n; i++) nr += ops[i].fn == COLL_FN_RECV && ops[i].count > 0;
+  if (nr == 0) return collSuccess;
+  collRange* rv = malloc(sizeof *rv * (size_t)nr);
+  if (!rv) return collSetError(collSystemError, "collGroupEnd: out of memory");
+  nr = 0;
+  for (int i = 0; i < n; i++)
+    if (ops[i].fn == COLL_FN_RECV && ops[i].count > 0) {
+      uintptr_t lo = (uintptr_t)ops[i].recvbuff;
+      rv[nr++] = (collRange){lo, lo + ops[i].count * collTypeSize(ops[i].dtype), i};
+    }
+  qsort(rv, (size_t)nr, sizeof *rv, collRangeCmp);
+  collResult_t r = collSuccess;
+  for (int i = 0; i < n && r == collSuccess; i++) {
+    if (ops[i].fn != COLL_FN_SEND || ops[i].count == 0) continue;
+    uintptr_t lo = (uintptr_t)ops[i].sendbuff, hi = lo + ops[i].count * collTypeSize(ops[i].dtype);
+    int a = 0, b = nr; /* first receive starting at or after lo */
+    while (a < b) {
+      int m = (a + b) / 2;
+      if (rv[m].lo < lo) a = m + 1;
+      else b = m;
+    }
+    for (int k = a - 1; k <= a && r == collSuccess; k++) {
+      if (k < 0 || k >= nr || rv[k].hi <= lo || rv[k].lo >= hi || (rv[k].lo == lo && rv[k].hi == hi)) continue;
+      const collOp* q = &ops[rv[k].op];
+      r = collSetError(collInvalidArgument,
+                       "collGroupEnd: rank %d: the send to rank %d [%p, %p) and the receive from rank %d [%p, %p) of "
+                       "one group partly overlap: a group's receives must not write what its sends read",
+                       comm->rank, ops[i].peer, (void*)lo, (void*)hi, q->peer, (void*)rv[k].lo, (void*)rv[k].hi);
+    }
+  }
+  free(rv);
+  return r;
+}
+
 /* Launches the group's operations: per communicator (in order of first use),
  * its operations in issue order, all on the first operation's stream.
  * Communicators of one group progress concurrently, as in NCCL: when the
@@ -131,7 +181,7 @@ collResult_t collGroupEndImpl(void) {
       ops[n++] = collGroupItems[j].op;
       collGroupItems[j].comm = NULL;
     }
-    if (result != collSuccess) break;
+    if (result != collSuccess || (result = collGroupCheckOverlap(comm, ops, n)) != collSuccess) break;
     result = collCommEnterIssue(comm, "collGroupEnd");
     if (result != collSuccess) break;
     collTakeCallTimeout(comm, ops, n);

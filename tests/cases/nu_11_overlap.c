@@ -6,8 +6,10 @@
  *   all-reduce, broadcast (root), reduce (root): sendbuff == recvbuff
  *   all-gather:      sendbuff == recvbuff + rank*sendcount
  *   reduce-scatter:  recvbuff == sendbuff + rank*recvcount
- * 2 ranks for all-reduce, all-gather and reduce-scatter (in-place offsets
- * that differ per rank), a 1-rank communicator for broadcast and reduce (a
+ * An all-to-all is a group of sends and receives: a receive that partly
+ * overlaps a send of the group is refused at collGroupEnd.
+ * 2 ranks for all-reduce, all-gather, reduce-scatter and all-to-all (in-place
+ * offsets that differ per rank), a 1-rank communicator for broadcast and reduce (a
  * root whose call is refused would leave the other ranks waiting). Before the
  * fix every overlapping call returned collSuccess.
  */
@@ -19,8 +21,9 @@
 
 static int expectOverlap(int rank, const char* what, collResult_t r) {
   const char* e = collGetLastError(NULL);
-  int ok = r == collInvalidArgument && strstr(e, "partly overlap") && strstr(e, "sendbuff [0x") &&
-           strstr(e, "recvbuff [0x");
+  int ok = r == collInvalidArgument && strstr(e, "partly overlap") &&
+           ((strstr(e, "sendbuff [0x") && strstr(e, "recvbuff [0x")) || (strstr(e, "the send to rank") &&
+                                                                           strstr(e, "the receive from rank")));
   printf("rank %d %-44s %s%s%s\n", rank, what, ok ? "ok" : "FAILED: ", ok ? "" : collGetErrorString(r),
          ok ? "" : e);
   if (ok && rank == 0 && strstr(what, "all-reduce(a, a+10")) printf("  message: %s\n", e);
@@ -68,6 +71,26 @@ static int body(collComm_t comm, int rank, int nranks, void* arg) {
   good = 1;
   for (int i = 0; i < 100; i++) good &= a[100 + i] == 2.0f;
   f += expectOk(rank, "all-reduce(a, a+100, 100): adjacent", r, good);
+  /* all-to-all as a group: receives that partly overlap the sends */
+  float* send = a + 120;
+  collGroupStart();
+  for (int q = 0; q < nranks; q++) {
+    collSend(send + 4 * q, 4, collFloat, q, comm, NULL);
+    collRecv(send + 3 + 4 * q, 4, collFloat, q, comm, NULL);
+  }
+  f += expectOverlap(rank, "all-to-all group, recvbuff = sendbuff+3", collGroupEnd());
+  for (int i = 0; i < 8; i++) send[i] = (float)(100 * rank + i);
+  float* recv = send + 8;
+  collGroupStart();
+  for (int q = 0; q < nranks; q++) {
+    collSend(send + 4 * q, 4, collFloat, q, comm, NULL);
+    collRecv(recv + 4 * q, 4, collFloat, q, comm, NULL);
+  }
+  r = collGroupEnd();
+  good = 1;
+  for (int q = 0; q < nranks; q++)
+    for (int i = 0; i < 4; i++) good &= recv[4 * q + i] == (float)(100 * q + 4 * rank + i);
+  f += expectOk(rank, "all-to-all group, adjacent buffers", r, good);
   return f;
 }
 
