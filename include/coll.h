@@ -211,6 +211,10 @@ collResult_t collCommSplit(collComm_t comm, int color, int key,
  *  for: it fails with collInvalidUsage ("collCommDestroy was called on
  *  another thread while this call ... was in flight"), and comm is freed
  *  only after every such call returned; calls that begin later are refused.
+ *  On a communicator that saw no error, ranks of this node whose last
+ *  collective differed from this rank's (a mismatch no call read, e.g.
+ *  broadcasts with different roots) or that failed after the last call with
+ *  them are named in a WARN on stderr; the result stays collSuccess.
  *  Errors: collInvalidUsage (already destroyed, being destroyed or aborted
  *  by another thread, or inherited by a fork() child). Thread-safe. */
 collResult_t collCommDestroy(collComm_t comm);
