@@ -364,8 +364,13 @@ static int launchFromEnv(const launchOpts_t* o, launchRankFn fn, void* arg) {
 
 /* Picks the mode (see launch.h) and runs the ranks. */
 int launchRun(const launchOpts_t* o, launchRankFn fn, void* arg) {
-  if (o->nprocs > 1) return launchProcs(o, fn, arg);
   int world = launcherWorldSize();
+  if (o->nprocs > 1 && world > 1) { /* every launched copy would run its own -np job */
+    fprintf(stderr, "coll-tests: -np > 1 is not supported under a launcher "
+            "(%d ranks found in the environment): drop -np, the launcher starts the ranks\n", world);
+    return LAUNCH_FAILED;
+  }
+  if (o->nprocs > 1) return launchProcs(o, fn, arg);
   if (world > 1 || world < 0) {
     if (o->nthreads > 1 && world > 1) {
       fprintf(stderr, "coll-tests: -t > 1 is not supported under a launcher "

@@ -211,6 +211,10 @@ collResult_t collCommSplit(collComm_t comm, int color, int key,
  *  for: it fails with collInvalidUsage ("collCommDestroy was called on
  *  another thread while this call ... was in flight"), and comm is freed
  *  only after every such call returned; calls that begin later are refused.
+ *  On a communicator that saw no error, ranks of this node whose last
+ *  collective differed from this rank's (a mismatch no call read, e.g.
+ *  broadcasts with different roots) or that failed after the last call with
+ *  them are named in a WARN on stderr; the result stays collSuccess.
  *  Errors: collInvalidUsage (already destroyed, being destroyed or aborted
  *  by another thread, or inherited by a fork() child). Thread-safe. */
 collResult_t collCommDestroy(collComm_t comm);
@@ -306,16 +310,18 @@ collResult_t collStreamCreateCuda(collComm_t comm, void* cudaStream, collStream_
  *  first error any of them hit (collRemoteError, collTimeout...). Each
  *  operation ends by its own deadline; collCommAbort on another thread ends
  *  the wait at once. collInvalidUsage if the stream's communicator was
- *  destroyed. Thread-safe. */
+ *  destroyed, or the stream itself was ("stream 0x... was already
+ *  destroyed": the handle is not read). Thread-safe. */
 collResult_t collStreamSynchronize(collStream_t stream);
 
 /** collSuccess if every operation on stream finished, collInProgress if not,
  *  or the first error. Never blocks. collInvalidUsage if the stream's
- *  communicator was destroyed. */
+ *  communicator or the stream was destroyed. */
 collResult_t collStreamQuery(collStream_t stream);
 
 /** Synchronizes, then frees stream. NULL is accepted. A stream whose
- *  communicator was already destroyed is just freed (collSuccess). */
+ *  communicator was already destroyed is just freed (collSuccess); a stream
+ *  destroyed twice is collInvalidUsage. */
 collResult_t collStreamDestroy(collStream_t stream);
 
 /* ------------------------------------------------------------------------ */
@@ -332,7 +338,8 @@ collResult_t collStreamDestroy(collStream_t stream);
  *  sendbuff, recvbuff: count elements of datatype; in-place if equal.
  *  Algorithm: ring reduce-scatter + all-gather (Patarasuk & Yuan 2009).
  *  Errors: collInvalidArgument (NULL buffer with count > 0, bad datatype/op,
- *  byte size overflow), collInvalidUsage (destroyed/aborted comm, stream of
+ *  byte size overflow, sendbuff and recvbuff partly overlapping: neither
+ *  disjoint nor the in-place form), collInvalidUsage (destroyed/aborted comm, stream of
  *  another comm, mismatched call), collRemoteError, collTimeout. */
 collResult_t collAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                            collDataType_t datatype, collRedOp_t op,
@@ -396,7 +403,9 @@ collResult_t collGroupStart(void);
  *  communicators progress concurrently (a receive on one never waits for
  *  an operation on another); without streams the call returns when all of
  *  them finished. Errors: collInvalidUsage without a matching
- *  collGroupStart, plus those of the grouped calls. */
+ *  collGroupStart, collInvalidArgument when a receive of the group partly
+ *  overlaps a send of it (an all-to-all with overlapping buffers), plus
+ *  those of the grouped calls. */
 collResult_t collGroupEnd(void);
 
 /* ------------------------------------------------------------------------ */

@@ -7,7 +7,7 @@
  * never travels.
  *
  *  rank -> root   HELLO  {rank, nranks, pid, rankNonce, prevNonce, ringAddr,
- *                         nsId, unixName}
+ *                         nsId, unixName, startedUs}
  *  root -> rank   REPLY  OK   {jobNonce, address of rank+1's ring listener, and
  *                             its nsId and abstract AF_UNIX name: a rank in the
  *                             same network namespace of the same kernel connects
@@ -61,6 +61,7 @@ typedef struct {
   uint8_t pad[4];
   uint64_t nsId; /* collBootNsId() of the sender */
   char unixName[COLL_BOOT_UNIX_BYTES];
+  uint64_t startedUs; /* when the sender's process started (CLOCK_REALTIME, us), 0: unknown */
   uint8_t mac[COLL_BOOT_MAC_BYTES];
 } collBootHelloMsg;
 

@@ -14,8 +14,11 @@
  *  - A lingering root (launcher mode: it serves MASTER_ADDR:MASTER_PORT+1
  *    while its communicator lives) answers an authentic hello for a formed
  *    communicator with BUSY if the rank's process was a member of it (the
- *    next init of the same job), else as a rank that joined twice: the
- *    owner communicator is failed and the newcomer told why.
+ *    next init of the same job). A newcomer whose process started more than
+ *    COLL_BOOT_LATE_MARGIN after the communicator formed (another job on the
+ *    address, a retried pod) is refused alone: the communicator goes on.
+ *    Else it is a rank that joined twice (the rendezvous may have mixed two
+ *    jobs): the owner communicator is failed and the newcomer told why.
  * The thread sleeps in poll() on the listener and an eventfd; it never spins.
  */
 #include "bootstrap/boot_root.h"
@@ -29,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
@@ -36,6 +40,7 @@
 
 #define COLL_BOOT_FAIL_LINGER 5.0 /* seconds a failed root keeps telling newcomers why */
 #define COLL_BOOT_HELLO_WAIT 2.0   /* seconds a connection may take to send its hello */
+#define COLL_BOOT_LATE_MARGIN 1.0  /* seconds of clock skew between hosts a late duplicate's start must exceed */
 
 enum { ROOT_RENDEZVOUS, ROOT_FORMED, ROOT_FAILED };
 
@@ -73,6 +78,8 @@ struct collBootRoot {
   uint8_t* told;     /* [COLL_BOOT_MAX_RANKS]: rank got the error */
   int claimed;       /* the largest nranks any hello claimed */
   int dupSeen;       /* a rank joined twice: who else claims a rank is unknown, linger in full */
+  uint64_t formedUs; /* CLOCK_REALTIME (us) when every rank had joined */
+  int late;          /* late duplicates refused (their processes started after the communicator formed) */
   int strangers;
   char strangerFrom[64];
 };
@@ -172,6 +179,9 @@ static void collRootFormed(struct collBootRoot* R) {
     R->fds[r] = -1;
   }
   R->state = ROOT_FORMED;
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  R->formedUs = (uint64_t)ts.tv_sec * 1000000ull + (uint64_t)ts.tv_nsec / 1000u;
   COLL_INFO(COLL_SUB_BOOT, "bootstrap root %s: all %d ranks joined", R->where, n);
 }
 
@@ -229,6 +239,21 @@ static void collRootHandle(struct collBootRoot* R, int fd) {
   if (R->state == ROOT_FORMED) {
     if (h.prevNonce == R->jobNonce) {
       collRootAnswer(R, fd, &h, COLL_BOOT_REPLY_BUSY, 0, "the previous communicator on this address still runs", NULL);
+      return;
+    }
+    if (h.startedUs > R->formedUs + (uint64_t)(COLL_BOOT_LATE_MARGIN * 1e6)) {
+      /* the newcomer's process started after this communicator formed: it cannot
+       * be one of its ranks (another job, a retried pod): refuse it alone */
+      collFmt(msg, sizeof msg,
+               "the rendezvous address %s serves a running communicator of %d ranks (formed %.1f s before this "
+               "process started) that already has a rank %d: another job on the same address? give each job its "
+               "own MASTER_PORT, or a job id (TORCHELASTIC_RUN_ID, SLURM_JOB_ID, ...)",
+               R->where, R->nranks, (double)(h.startedUs - R->formedUs) / 1e6, (int)h.rank);
+      if (R->late++ == 0)
+        COLL_WARN(COLL_SUB_BOOT, "bootstrap root %s: refused %s (pid %u) asking to join as rank %d of %d: its process "
+                  "started after this communicator formed (another job on this address); this communicator goes on",
+                  R->where, peer, h.pid, (int)h.rank, (int)h.nranks);
+      collRootAnswer(R, fd, &h, COLL_BOOT_REPLY_ERR, collInvalidUsage, msg, NULL);
       return;
     }
     collFmt(msg, sizeof msg,

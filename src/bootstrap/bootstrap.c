@@ -135,6 +135,33 @@ static collResult_t collBootConnectRoot(const collSockAddr* root, int* fd, doubl
   }
 }
 
+/* When this process started, in CLOCK_REALTIME microseconds (now, less the
+ * time since its start: /proc/self/stat's start in clock ticks after boot,
+ * against CLOCK_BOOTTIME); 0 if /proc says nothing. The root tells a late
+ * duplicate (a process started after its communicator formed: another job
+ * or a retried pod) from a rank of a mixed rendezvous. */
+static uint64_t collBootProcessStartUs(void) {
+  char st[1024];
+  FILE* f = fopen("/proc/self/stat", "r");
+  if (!f) return 0;
+  size_t n = fread(st, 1, sizeof st - 1, f);
+  fclose(f);
+  st[n] = 0;
+  const char* p = strrchr(st, ')'); /* after the command name, which may hold spaces */
+  long hz = sysconf(_SC_CLK_TCK);
+  unsigned long long ticks = 0;
+  /* after ") ": state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime
+   * cstime priority nice threads itrealvalue starttime (field 22) */
+  if (!p || hz <= 0 ||
+      sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu", &ticks) != 1)
+    return 0;
+  struct timespec rt, bt;
+  if (clock_gettime(CLOCK_REALTIME, &rt) != 0 || clock_gettime(CLOCK_BOOTTIME, &bt) != 0) return 0;
+  double sinceStart = (double)bt.tv_sec + 1e-9 * (double)bt.tv_nsec - (double)ticks / (double)hz;
+  double start = (double)rt.tv_sec + 1e-9 * (double)rt.tv_nsec - (sinceStart > 0 ? sinceStart : 0);
+  return start > 0 ? (uint64_t)(start * 1e6) : 0;
+}
+
 typedef struct {
   collReplyVerdict verdict;
   int status;
@@ -154,6 +181,7 @@ static collResult_t collBootAsk(int fd, const collBootId* id, int rank, int nran
   h.pid = (uint32_t)getpid();
   h.rankNonce = collRandom64();
   h.prevNonce = collBootRecall(&id->root);
+  h.startedUs = collBootProcessStartUs();
   if (ringAddr) h.ringAddr = *ringAddr;
   if (unixName && unixName[0]) {
     h.nsId = collBootNsId();
@@ -184,7 +212,7 @@ void collBootProbeHolder(const collBootId* id, int rank, int nranks, char* buf, 
   else if (a.verdict == COLL_REPLY_UNAUTH) snprintf(buf, len, "it is another job's coll root (it said: %s)", a.reason);
   else if (a.verdict == COLL_REPLY_INVALID) snprintf(buf, len, "the process holding it is not a coll root (%s)", a.reason);
   else if (a.verdict == COLL_REPLY_BUSY) snprintf(buf, len, "a previous communicator of this job still holds it (destroy it first)");
-  else snprintf(buf, len, "a coll root with this job's key holds it and now fails: %s", a.reason);
+  else snprintf(buf, len, "a coll root with this job's key holds it and refused this rank: %s", a.reason);
 }
 
 static collResult_t collBootRendezvous(collBootstrap* b, const collBootId* id, const collSockAddr* ringAddr,
@@ -234,7 +262,7 @@ static collResult_t collBootRendezvous(collBootstrap* b, const collBootId* id, c
       *next = a.next;
       return collSuccess;
     } else if (a.verdict == COLL_REPLY_ERR) {
-      return collSetError((collResult_t)a.status, "rank %d: the bootstrap root %s failed the job: %s", b->rank, rs,
+      return collSetError((collResult_t)a.status, "rank %d: the bootstrap root %s refused this rank: %s", b->rank, rs,
                           a.reason);
     } else if (a.verdict == COLL_REPLY_UNAUTH) {
       return collSetError(collInvalidUsage,

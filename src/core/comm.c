@@ -210,8 +210,47 @@ void collCommLeaveIssue(collComm_t comm) {
   collCommLeave(comm);
 }
 
+/* Every stream created and not yet destroyed (orphans included), so a handle
+ * is judged without reading what it points to; under collRegLock. */
+static collStream_t* collLiveStreams;
+static int collLiveN, collLiveCap;
+
+static int collStreamLiveLocked(collStream_t s) {
+  for (int i = collLiveN - 1; i >= 0; i--)
+    if (collLiveStreams[i] == s) return 1;
+  return 0;
+}
+
+static collResult_t collStreamGoneError(collStream_t s, const char* fn) {
+  return collSetError(collInvalidUsage, "%s: stream %p was already destroyed (or never created by collStreamCreate)",
+                      fn, (void*)s);
+}
+
+collResult_t collStreamCheckUse(collComm_t comm, collStream_t s, const char* fn) {
+  if (!s) return collSuccess;
+  pthread_mutex_lock(&collRegLock);
+  collResult_t r = collSuccess;
+  if (!collStreamLiveLocked(s)) r = collStreamGoneError(s, fn);
+  else if (s->comm != comm)
+    r = collSetError(collInvalidUsage, "%s: stream %p belongs to another communicator%s", fn, (void*)s,
+                     s->comm ? "" : " (one that was destroyed)");
+  pthread_mutex_unlock(&collRegLock);
+  return r;
+}
+
+int collStreamIsLive(collStream_t s) {
+  pthread_mutex_lock(&collRegLock);
+  int live = collStreamLiveLocked(s);
+  pthread_mutex_unlock(&collRegLock);
+  return live;
+}
+
 collResult_t collStreamEnter(collStream_t s, collComm_t* out, const char* fn) {
   pthread_mutex_lock(&collRegLock);
+  if (!collStreamLiveLocked(s)) {
+    pthread_mutex_unlock(&collRegLock);
+    return collStreamGoneError(s, fn);
+  }
   collComm_t comm = s->comm;
   if (!comm) {
     pthread_mutex_unlock(&collRegLock);
@@ -239,6 +278,17 @@ collResult_t collStreamRegister(collComm_t comm, collStream_t s) {
     comm->streams = n;
     comm->capStreams = ncap;
   }
+  if (collLiveN == collLiveCap) {
+    int ncap = collLiveCap ? collLiveCap * 2 : 16;
+    collStream_t* n = realloc(collLiveStreams, sizeof(*n) * (size_t)ncap);
+    if (!n) {
+      pthread_mutex_unlock(&collRegLock);
+      return collSetError(collSystemError, "collStreamCreate: out of memory");
+    }
+    collLiveStreams = n;
+    collLiveCap = ncap;
+  }
+  collLiveStreams[collLiveN++] = s;
   comm->streams[comm->nstreams++] = s;
   pthread_mutex_unlock(&collRegLock);
   return collSuccess;
@@ -253,6 +303,11 @@ void collStreamUnregister(collStream_t s) {
       break;
     }
   s->comm = NULL;
+  for (int i = 0; i < collLiveN; i++)
+    if (collLiveStreams[i] == s) {
+      collLiveStreams[i] = collLiveStreams[--collLiveN];
+      break;
+    }
   pthread_mutex_unlock(&collRegLock);
 }
 

@@ -150,13 +150,11 @@ struct collComm {
 
 struct collStream {
   collComm_t comm;    /* NULL once the communicator was destroyed (under the registry lock) */
-  uint32_t magic;
   int pending;        /* guarded by comm->qlock */
   collResult_t error; /* first error, guarded by comm->qlock */
   int cuda;           /* made by collStreamCreateCuda: calls are ordered on cuStream */
   void* cuStream;     /* that CUstream (NULL: the legacy default stream) */
 };
-#define COLL_STREAM_MAGIC 0xc0115eeau
 
 /* Records an asynchronous error once (first wins) and aborts the comm;
  * returns 1 when this call recorded it, 0 when an error was there already. */
@@ -191,8 +189,14 @@ void collCommLeaveIssue(collComm_t comm);
  * a failed comm's operations is allowed): *comm gets it. collInvalidUsage
  * once the communicator was destroyed (the stream is then orphaned). */
 collResult_t collStreamEnter(collStream_t s, collComm_t* comm, const char* fn);
-/* Registers / unregisters a stream with its communicator (under the
- * registry lock); a communicator being freed orphans its streams. */
+/* For a call that issues on stream s of comm (NULL: ok): collInvalidUsage if
+ * s was destroyed (it is not read) or belongs to another communicator. */
+collResult_t collStreamCheckUse(collComm_t comm, collStream_t s, const char* fn);
+/* 1 if s was created and not destroyed (s is not read). */
+int collStreamIsLive(collStream_t s);
+/* Registers / unregisters a stream with its communicator and the set of live
+ * streams (under the registry lock); a communicator being freed orphans its
+ * streams. */
 collResult_t collStreamRegister(collComm_t comm, collStream_t s);
 void collStreamUnregister(collStream_t s);
 /* The transport that carries traffic with `peer`. */

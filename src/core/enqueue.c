@@ -97,6 +97,56 @@ static collResult_t collGroupWait(collStream_t s) {
   return r;
 }
 
+typedef struct {
+  uintptr_t lo, hi;
+  int op;
+} collRange;
+
+static int collRangeCmp(const void* a, const void* b) {
+  uintptr_t x = ((const collRange*)a)->lo, y = ((const collRange*)b)->lo;
+  return x < y ? -1 : x > y;
+}
+
+/* A send and a receive of one group (an all-to-all) whose buffers partly
+ * overlap (neither disjoint nor the same range) are collInvalidArgument:
+ * the receive could overwrite data the send has yet to read. Sorted
+ * receives and a binary search per send: O(n log n). */
+static collResult_t collGroupCheckOverlap(collComm_t comm, const collOp* ops, int n) {
+  int nr = 0;
+  for (int i = 0; i < n; i++) nr += ops[i].fn == COLL_FN_RECV && ops[i].count > 0;
+  if (nr == 0) return collSuccess;
+  collRange* rv = malloc(sizeof *rv * (size_t)nr);
+  if (!rv) return collSetError(collSystemError, "collGroupEnd: out of memory");
+  nr = 0;
+  for (int i = 0; i < n; i++)
+    if (ops[i].fn == COLL_FN_RECV && ops[i].count > 0) {
+      uintptr_t lo = (uintptr_t)ops[i].recvbuff;
+      rv[nr++] = (collRange){lo, lo + ops[i].count * collTypeSize(ops[i].dtype), i};
+    }
+  qsort(rv, (size_t)nr, sizeof *rv, collRangeCmp);
+  collResult_t r = collSuccess;
+  for (int i = 0; i < n && r == collSuccess; i++) {
+    if (ops[i].fn != COLL_FN_SEND || ops[i].count == 0) continue;
+    uintptr_t lo = (uintptr_t)ops[i].sendbuff, hi = lo + ops[i].count * collTypeSize(ops[i].dtype);
+    int a = 0, b = nr; /* first receive starting at or after lo */
+    while (a < b) {
+      int m = (a + b) / 2;
+      if (rv[m].lo < lo) a = m + 1;
+      else b = m;
+    }
+    for (int k = a - 1; k <= a && r == collSuccess; k++) {
+      if (k < 0 || k >= nr || rv[k].hi <= lo || rv[k].lo >= hi || (rv[k].lo == lo && rv[k].hi == hi)) continue;
+      const collOp* q = &ops[rv[k].op];
+      r = collSetError(collInvalidArgument,
+                       "collGroupEnd: rank %d: the send to rank %d [%p, %p) and the receive from rank %d [%p, %p) of "
+                       "one group partly overlap: a group's receives must not write what its sends read",
+                       comm->rank, ops[i].peer, (void*)lo, (void*)hi, q->peer, (void*)rv[k].lo, (void*)rv[k].hi);
+    }
+  }
+  free(rv);
+  return r;
+}
+
 /* Launches the group's operations: per communicator (in order of first use),
  * its operations in issue order, all on the first operation's stream.
  * Communicators of one group progress concurrently, as in NCCL: when the
@@ -143,7 +193,7 @@ collResult_t collGroupEndImpl(void) {
       ops[n++] = collGroupItems[j].op;
       collGroupItems[j].comm = NULL;
     }
-    if (result != collSuccess) break;
+    if (result != collSuccess || (result = collGroupCheckOverlap(comm, ops, n)) != collSuccess) break;
     result = collCommEnterIssue(comm, "collGroupEnd");
     if (result != collSuccess) break;
     collTakeCallTimeout(comm, ops, n);
@@ -200,10 +250,35 @@ static collResult_t collCheckRank(collComm_t comm, int r, const char* what, cons
 }
 
 static collResult_t collCheckStream(collComm_t comm, collStream_t s, const char* fn) {
-  if (!s) return collSuccess;
-  if (s->magic != COLL_STREAM_MAGIC) return collSetError(collInvalidArgument, "%s: stream is not a coll stream", fn);
-  if (s->comm != comm) return collSetError(collInvalidUsage, "%s: stream belongs to another communicator", fn);
-  return collSuccess;
+  return collStreamCheckUse(comm, s, fn);
+}
+
+/* sendbuff and recvbuff either the documented in-place alias or disjoint:
+ * a partial overlap would let the call read data it already overwrote.
+ * In place: the same address (all-reduce, broadcast, reduce); sendbuff ==
+ * recvbuff + rank*count (all-gather); recvbuff == sendbuff + rank*count
+ * (reduce-scatter). Only the buffers this rank uses are compared. */
+static collResult_t collCheckOverlap(collComm_t comm, const collOp* op, int sendUsed, int recvUsed, size_t sendMult,
+                                     size_t recvMult, const char* fn) {
+  if (!sendUsed || !recvUsed || op->count == 0 || op->fn == COLL_FN_SEND || op->fn == COLL_FN_RECV) return collSuccess;
+  size_t es = collTypeSize(op->dtype);
+  uintptr_t s = (uintptr_t)op->sendbuff, r = (uintptr_t)op->recvbuff;
+  size_t sb = op->count * sendMult * es, rb = op->count * recvMult * es, me = (size_t)comm->rank * op->count * es;
+  const char* rule = "sendbuff == recvbuff";
+  int inPlace = s == r;
+  if (op->fn == COLL_FN_ALLGATHER) {
+    rule = "sendbuff == recvbuff + rank*sendcount";
+    inPlace = s == r + me;
+  } else if (op->fn == COLL_FN_REDUCESCATTER) {
+    rule = "recvbuff == sendbuff + rank*recvcount";
+    inPlace = r == s + me;
+  }
+  if (inPlace) return collSuccess;
+  if (s >= r + rb || r >= s + sb) return collSuccess;
+  return collSetError(collInvalidArgument,
+                      "%s: sendbuff [%p, %p) and recvbuff [%p, %p) partly overlap (%zu and %zu bytes, rank %d): the "
+                      "buffers must be disjoint, or in place exactly (%s)",
+                      fn, (void*)s, (void*)(s + sb), (void*)r, (void*)(r + rb), sb, rb, comm->rank, rule);
 }
 
 /* Checks the common arguments, then runs or groups op. */
@@ -223,6 +298,7 @@ static collResult_t collIssue(collComm_t comm, collStream_t stream, collOp* op, 
   int recvUsed = recvMult && (!recvOnRootOnly || comm->rank == op->root);
   if ((r = collCheckBuf(sendUsed ? op->sendbuff : "", op->count, sendMult, op->dtype, "sendbuff", fn)) ||
       (r = collCheckBuf(recvUsed ? op->recvbuff : "", op->count, recvMult, op->dtype, "recvbuff", fn)) ||
+      (r = collCheckOverlap(comm, op, sendUsed, recvUsed, sendMult, recvMult, fn)) ||
       (r = collCheckCallMemory(comm, stream, fn, sendUsed && op->count ? op->sendbuff : NULL,
                                recvUsed && op->count ? op->recvbuff : NULL, &op->mem)))
     goto out;
@@ -289,7 +365,7 @@ collResult_t collRecvImpl(void* recvbuff, size_t count, collDataType_t datatype,
 }
 
 collResult_t collBarrierImpl(collComm_t comm, collStream_t stream) {
-  collOp o = {COLL_FN_ALLREDUCE, NULL, NULL, 1, collUint8, collMax, 0, 0, NULL, 0, 0, COLL_MEM_HOST_INFO};
+  collOp o = {COLL_FN_ALLREDUCE, NULL, NULL, 1, collUint8, collMax, 0, COLL_PEER_BARRIER, NULL, 0, 0, COLL_MEM_HOST_INFO};
   if (comm && collCommCheck(comm, "collBarrier") == collSuccess) {
     o.sendbuff = &comm->barrierBuf[0];
     o.recvbuff = &comm->barrierBuf[1];

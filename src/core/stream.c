@@ -198,7 +198,6 @@ collResult_t collStreamCreateImpl(collComm_t comm, collStream_t* stream) {
   if (!s) r = collSetError(collSystemError, "collStreamCreate: out of memory");
   else {
     s->comm = comm;
-    s->magic = COLL_STREAM_MAGIC;
     if ((r = collStreamRegister(comm, s)) != collSuccess) free(s);
     else *stream = s;
   }
@@ -209,8 +208,7 @@ collResult_t collStreamCreateImpl(collComm_t comm, collStream_t* stream) {
 /* Waits for the stream; returns its first error (without clearing it).
  * The communicator cannot be freed meanwhile (collStreamEnter). */
 collResult_t collStreamSynchronizeImpl(collStream_t s) {
-  if (!s || s->magic != COLL_STREAM_MAGIC)
-    return collSetError(collInvalidArgument, "collStreamSynchronize: stream is NULL or not a coll stream");
+  if (!s) return collSetError(collInvalidArgument, "collStreamSynchronize: stream is NULL");
   collComm_t comm;
   collResult_t r = collStreamEnter(s, &comm, "collStreamSynchronize");
   if (r != collSuccess) return r;
@@ -228,8 +226,7 @@ collResult_t collStreamSynchronizeImpl(collStream_t s) {
 }
 
 collResult_t collStreamQueryImpl(collStream_t s) {
-  if (!s || s->magic != COLL_STREAM_MAGIC)
-    return collSetError(collInvalidArgument, "collStreamQuery: stream is NULL or not a coll stream");
+  if (!s) return collSetError(collInvalidArgument, "collStreamQuery: stream is NULL");
   collComm_t comm;
   collResult_t r = collStreamEnter(s, &comm, "collStreamQuery");
   if (r != collSuccess) return r;
@@ -246,8 +243,9 @@ collResult_t collStreamQueryImpl(collStream_t s) {
  * destroyed has nothing left to wait for: it is just freed. */
 collResult_t collStreamDestroyImpl(collStream_t s) {
   if (!s) return collSuccess;
-  if (s->magic != COLL_STREAM_MAGIC)
-    return collSetError(collInvalidArgument, "collStreamDestroy: not a coll stream (destroyed twice?)");
+  if (!collStreamIsLive(s))
+    return collSetError(collInvalidUsage, "collStreamDestroy: stream %p was already destroyed (or never created)",
+                        (void*)s);
   collComm_t comm;
   collResult_t r = collSuccess;
   if (collStreamEnter(s, &comm, "collStreamDestroy") == collSuccess) {
@@ -257,7 +255,6 @@ collResult_t collStreamDestroyImpl(collStream_t s) {
     collClearError();
   }
   collStreamUnregister(s);
-  s->magic = 0;
   free(s);
   return r;
 }

@@ -90,7 +90,7 @@ int collEnginePeerGone(collComm_t comm, int peer, char* why, size_t whySize) {
     }
   }
   if (collMailboxPeerFailed(comm, peer)) {
-    snprintf(why, whySize, "failed (or destroyed its communicator)");
+    snprintf(why, whySize, "%s", collMailboxPeerErrored(comm, peer) ? "failed" : "destroyed or aborted its communicator");
     return 1;
   }
   const collNet_v2_t* net = collPeerNet(comm, peer);
@@ -111,8 +111,30 @@ int collEnginePeerGone(collComm_t comm, int peer, char* why, size_t whySize) {
 }
 
 static collResult_t collConnGoneError(collComm_t comm, int peer, int channel, const char* doing, const char* why) {
-  return collSetError(collRemoteError, "rank %d: rank %d (%s, pid %d) %s: %s on channel %d", comm->rank, peer,
-                      comm->peers[peer].host, (int)comm->peers[peer].pid, why, doing, channel);
+  char reason[400] = "";
+  if (collMailboxPeerWhy(comm, peer, reason + 2, sizeof reason - 2)) memcpy(reason, ": ", 2);
+  return collSetError(collRemoteError, "rank %d: rank %d (%s, pid %d) %s%s (%s on channel %d)", comm->rank, peer,
+                      comm->peers[peer].host, (int)comm->peers[peer].pid, why, reason, doing, channel);
+}
+
+/* A connect or handshake with peer failed with r (message in
+ * collLastErrorMessage): when the peer failed (it closed everything: "Broken
+ * pipe"), waits briefly for the sign of it and says so, with the peer's
+ * reason where the mailbox tells it; else the transport's error. */
+static collResult_t collConnFailError(collComm_t comm, int peer, int channel, collResult_t r) {
+  char err[400], why[96];
+  snprintf(err, sizeof err, "%s", collLastErrorMessage());
+  for (int i = 0; i < 250; i++) { /* the peer marks itself failed before it closes its connections */
+    if (collEnginePeerGone(comm, peer, why, sizeof why)) {
+      char d[480];
+      snprintf(d, sizeof d, "connecting to it failed: %s", err);
+      return collConnGoneError(comm, peer, channel, d, why);
+    }
+    if (comm->abortFlag) break;
+    poll(NULL, 0, 1);
+  }
+  return collSetError(r, "rank %d: cannot connect to rank %d on %s (channel %d): %s", comm->rank, peer,
+                      comm->peers[peer].host, channel, err);
 }
 
 collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** out) {
@@ -129,9 +151,7 @@ collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** o
   void* sc = NULL;
   for (;;) {
     collResult_t r = net->connect(comm->netDev[comm->peerKind[peer]], collPeerHandle(comm, peer), &sc);
-    if (r != collSuccess)
-      return collSetError(r, "rank %d: cannot connect to rank %d on %s (channel %d): %s", comm->rank, peer,
-                          comm->peers[peer].host, channel, collLastErrorMessage());
+    if (r != collSuccess) return collConnFailError(comm, peer, channel, r);
     if (sc) break;
     /* not yet (the peer does not accept): never past a failure, a gone peer or a deadline */
     if (comm->abortFlag) return collConnAborted(comm, peer);

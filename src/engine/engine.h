@@ -14,7 +14,7 @@ typedef struct collOp {
   collDataType_t dtype;
   collRedOp_t op;
   int root; /* broadcast/reduce */
-  int peer; /* send/recv */
+  int peer; /* send/recv; COLL_PEER_BARRIER on collBarrier's all-reduce (its signature says "barrier") */
   const char* algo; /* forced algorithm name or NULL */
   /* deadline of every wait of this operation, taken when it was issued
    * (communicator timeout or collCommSetCallTimeout); 0 = none */
@@ -22,6 +22,7 @@ typedef struct collOp {
   int timeoutPerCall; /* 1: from collCommSetCallTimeout (for messages) */
   collMemInfo mem;    /* memory type of the buffers (collIssue): picks the executor (exec.h) */
 } collOp;
+#define COLL_PEER_BARRIER (-2)
 
 /* Runs ops in issue order on the calling thread: consecutive send/recv ops
  * form one concurrent batch, each collective runs alone. Blocks until done.

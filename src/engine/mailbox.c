@@ -57,16 +57,19 @@
 
 #define MB_LINE 64
 #define MB_MAX_RANKS 64
+#define MB_FAILED 1u /* the rank's communicator failed (an error) */
+#define MB_CLOSED 2u /* destroyed or aborted without an error of its own */
 
 typedef struct {
   _Atomic uint32_t seq; /* the last call published in this slot (futex word) */
   uint32_t pad;
-  uint64_t tag; /* the call's signature (sig.h) */
+  uint64_t tag;     /* the call's signature (sig.h) */
+  uint64_t prevTag; /* the signature of the rank's previous collective (any path), 0: none */
 } mbSlotHdr;
 
 /* A rank's own line: failed flag, then its announced tags. */
 typedef struct {
-  _Atomic uint32_t failed;
+  _Atomic uint32_t failed;       /* MB_FAILED or MB_CLOSED once the communicator went, 0 while it runs */
   _Atomic uint32_t latest;       /* 1 + the last collective call number announced, 0: none */
   _Atomic uint64_t announced[2]; /* its tag, at [call number & 1] */
 } mbRankLine;
@@ -75,6 +78,8 @@ struct collMailbox {
   char* base;
   size_t mapBytes, slotBytes, slotStride;
   uint32_t seq; /* calls run through the mailbox so far */
+  uint64_t lastTag, prevTag; /* this rank's last two announced collectives */
+  uint32_t lastSeq;          /* 1 + the call number of lastTag, 0: none */
   int* pidfds;  /* [nranks], -1 where none */
 };
 
@@ -231,8 +236,40 @@ done:
   return r;
 }
 
+/* At destroy of a communicator that saw no error: a peer whose last
+ * collective differs from ours (a mismatch no call read: a broadcast with
+ * another root sends only) or whose communicator failed is named in a WARN. */
+static void mbWarnUnseen(collComm_t comm, struct collMailbox* m) {
+  if (__atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE) != collSuccess) return;
+  for (int r = 0; r < comm->nranks; r++) {
+    if (r == comm->rank) continue;
+    mbRankLine* l = mbLine(m, r);
+    uint32_t latest = atomic_load_explicit(&l->latest, memory_order_acquire);
+    uint64_t t = latest ? atomic_load_explicit(&l->announced[(latest - 1) & 1], memory_order_relaxed) : 0;
+    if (m->lastSeq && latest == m->lastSeq && t != m->lastTag) {
+      collSig me;
+      char mine[160], theirs[160];
+      if (collSigFromTag(m->lastTag, comm->nranks, &me)) collSigDescribe(&me, mine, sizeof mine);
+      else snprintf(mine, sizeof mine, "?");
+      collSig ts;
+      if (collSigFromTag(t, comm->nranks, &ts)) collSigDescribe(&ts, theirs, sizeof theirs);
+      else snprintf(theirs, sizeof theirs, "?");
+      COLL_WARN_ALWAYS(COLL_SUB_COLL,
+                       "rank %d: collCommDestroy: the last collective was mismatched and no call read its data: "
+                       "rank %d (%s) called %s, this rank %s",
+                comm->rank, r, collCommPeerHost(comm, r), theirs, mine);
+    } else if (atomic_load(mbFailed(m, r)) == MB_FAILED) {
+      COLL_WARN_ALWAYS(COLL_SUB_COLL,
+                       "rank %d: collCommDestroy: rank %d (%s, pid %d) failed after this rank's last call with it "
+                       "(see its error: e.g. a receive that did not match this rank's send)",
+                comm->rank, r, collCommPeerHost(comm, r), (int)comm->peers[r].pid);
+    }
+  }
+}
+
 void collMailboxFree(collComm_t comm) {
   if (!comm->mailbox) return;
+  mbWarnUnseen(comm, comm->mailbox);
   mbUnmap(comm->mailbox, comm->nranks);
   comm->mailbox = NULL;
 }
@@ -240,7 +277,8 @@ void collMailboxFree(collComm_t comm) {
 void collMailboxMarkFailed(collComm_t comm) {
   struct collMailbox* m = comm->mailbox;
   if (!m) return;
-  atomic_store(mbFailed(m, comm->rank), 1);
+  uint32_t was = 0, v = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE) != collSuccess ? MB_FAILED : MB_CLOSED;
+  atomic_compare_exchange_strong(mbFailed(m, comm->rank), &was, v);
   for (int p = 0; p < 2; p++) /* waiters sleep on one of our sequence words */
     syscall(SYS_futex, &mbSlot(m, comm->nranks, comm->rank, p)->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
@@ -249,6 +287,9 @@ void collMailboxAnnounce(collComm_t comm, uint32_t seq, uint64_t tag) {
   struct collMailbox* m = comm->mailbox;
   if (!m) return;
   mbRankLine* l = mbLine(m, comm->rank);
+  m->prevTag = m->lastTag;
+  m->lastTag = tag;
+  m->lastSeq = seq + 1;
   atomic_store_explicit(&l->announced[seq & 1], tag, memory_order_relaxed);
   atomic_store_explicit(&l->latest, seq + 1, memory_order_release);
 }
@@ -256,6 +297,33 @@ void collMailboxAnnounce(collComm_t comm, uint32_t seq, uint64_t tag) {
 int collMailboxPeerFailed(collComm_t comm, int peer) {
   struct collMailbox* m = comm->mailbox;
   return m && peer >= 0 && peer < comm->nranks && atomic_load(mbFailed(m, peer)) != 0;
+}
+
+int collMailboxPeerWhy(collComm_t comm, int peer, char* buf, size_t len) {
+  struct collMailbox* m = comm->mailbox;
+  if (!m || peer < 0 || peer >= comm->nranks || peer == comm->rank || !m->lastSeq || !len) return 0;
+  mbRankLine* l = mbLine(m, peer);
+  uint32_t latest = atomic_load_explicit(&l->latest, memory_order_acquire);
+  uint64_t t = latest ? atomic_load_explicit(&l->announced[(m->lastSeq - 1) & 1], memory_order_relaxed) : 0;
+  collSig a, b;
+  char theirs[160], mine[160];
+  if (!collSigFromTag(m->lastTag, comm->nranks, &b)) return 0;
+  collSigDescribe(&b, mine, sizeof mine);
+  if (latest == m->lastSeq && t != m->lastTag && collSigFromTag(t, comm->nranks, &a)) {
+    collSigDescribe(&a, theirs, sizeof theirs);
+    snprintf(buf, len, "mismatched calls: it called %s, this rank %s", theirs, mine);
+    return 1;
+  }
+  if ((int32_t)(latest - m->lastSeq) > 0) {
+    snprintf(buf, len, "mismatched calls: it went on to a later collective, this rank is at its %s", mine);
+    return 1;
+  }
+  return 0;
+}
+
+int collMailboxPeerErrored(collComm_t comm, int peer) {
+  struct collMailbox* m = comm->mailbox;
+  return m && peer >= 0 && peer < comm->nranks && atomic_load(mbFailed(m, peer)) == MB_FAILED;
 }
 
 /* ---- one call ---------------------------------------------------------------- */
@@ -353,6 +421,17 @@ static collResult_t mbCheckSignatures(collComm_t comm, struct collMailbox* m, co
   for (int r = 0; r < comm->nranks; r++) {
     const mbSlotHdr* s = mbSlot(m, comm->nranks, r, p);
     if (s->tag != mine->tag) return collSigMismatch(comm, r, s->tag, mine->tag, sig);
+    if (s->prevTag != mine->prevTag) { /* e.g. broadcasts with different roots: they only sent */
+      collSig ps;
+      if (!collSigFromTag(mine->prevTag, comm->nranks, &ps)) ps = *sig;
+      collSigMismatch(comm, r, s->prevTag, mine->prevTag, &ps);
+      char why[512];
+      snprintf(why, sizeof why, "%s", collLastErrorMessage());
+      return collSetError(collInvalidUsage,
+                          "rank %d: %s: the previous collective call was mismatched (it returned success: no rank "
+                          "read the other's data): %s",
+                          comm->rank, mbFnName((uint32_t)sig->fn), why);
+    }
   }
   return collSuccess;
 }
@@ -391,6 +470,7 @@ collResult_t collMailboxRun(collComm_t comm, const collOp* op, uint64_t tag, con
   if (preMul) collReducePreMul(mbData(mine), op->sendbuff, mbPublished(op, n) / es, op->dtype, n);
   else memcpy(mbData(mine), op->sendbuff, mbPublished(op, n));
   mine->tag = tag;
+  mine->prevTag = m->prevTag;
   atomic_store(&mine->seq, seq); /* seq_cst: ordered before the sleepers load */
   if (atomic_load(mbSleepers(m)) > 0) syscall(SYS_futex, &mine->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
   collResult_t r = mbWaitAll(comm, m, seq, p, tag, sig);

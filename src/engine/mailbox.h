@@ -38,6 +38,10 @@ int collMailboxFits(collComm_t comm, const collOp* op);
  * process exited), collTimeout (COLL_TIMEOUT). Every error fails the
  * communicator. */
 collResult_t collMailboxRun(collComm_t comm, const collOp* op, uint64_t tag, const collSig* sig);
+/* (Each slot also carries the signature of the rank's previous collective,
+ * on any path: a mismatched call that moved no data to a reader, such as
+ * broadcasts with different roots, fails the next mailbox call on every
+ * rank, naming both calls.) */
 /* At the start of every collective (any path; a no-op without a mailbox):
  * publishes this rank's tag for its collective call number seq, so peers
  * waiting in the mailbox see a mismatched call at once. */
@@ -51,6 +55,16 @@ void collMailboxMarkFailed(collComm_t comm);
 /* 1 if peer marked itself failed (or destroyed its communicator) in the
  * mailbox; 0 if not or without a mailbox. Never blocks. */
 int collMailboxPeerFailed(collComm_t comm, int peer);
+/* 1 if peer's communicator failed with an error of its own (not a destroy
+ * or abort); 0 if not or without a mailbox. Never blocks. */
+int collMailboxPeerErrored(collComm_t comm, int peer);
+/* What peer announced for this rank's current collective when it differs
+ * ("mismatched calls: it called broadcast of ..., this rank all-reduce
+ * ..."): 1 and buf written, else 0 (no mailbox, same call, or unknown). */
+int collMailboxPeerWhy(collComm_t comm, int peer, char* buf, size_t len);
+/* Unmaps the mailbox; on a communicator without an error first WARNs about
+ * a peer whose last collective differed from this rank's (no call read it)
+ * or whose communicator failed after the last call with it. */
 void collMailboxFree(collComm_t comm);
 
 #endif

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "engine/exec.h"
+#include "engine/mailbox.h"
 #include "engine/progress.h"
 #include "engine/reg.h"
 #include "engine/sig.h"
@@ -137,9 +138,30 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
   return progressed;
 }
 
+/* A peer that failed with an error (the mailbox says so: one load per
+ * transfer) fails the transfer at once: a send to it would "succeed" into a
+ * connection nobody reads (e.g. after its receive did not match our send). */
+static collResult_t collP2pPeersAlive(collComm_t comm, const collOp* ops, int nops) {
+  for (int i = 0; i < nops; i++) {
+    int p = ops[i].peer;
+    if (p == comm->rank || !collMailboxPeerErrored(comm, p)) continue;
+    collSig s;
+    char what[160];
+    collSigOf(&ops[i], 0, 0, &s);
+    collSigDescribe(&s, what, sizeof what);
+    return collSetError(collRemoteError,
+                        "rank %d: %s %s rank %d: rank %d (%s, pid %d) failed earlier (its communicator reported an "
+                        "error, e.g. a receive that did not match this rank's send)",
+                        comm->rank, what, ops[i].fn == COLL_FN_SEND ? "to" : "from", p, p, collCommPeerHost(comm, p),
+                        (int)comm->peers[p].pid);
+  }
+  return collSuccess;
+}
+
 collResult_t collRunP2p(collComm_t comm, const collOp* ops, int nops) {
   collResult_t err = collP2pSelf(comm, ops, nops);
   if (err != collSuccess) return err;
+  if ((err = collP2pPeersAlive(comm, ops, nops)) != collSuccess) return collEngineFail(comm, err);
   int n = comm->nranks, nch = comm->nchannels;
   /* order[dir][peer] lists the batch's transfers per peer and direction. */
   int* order = malloc(sizeof(int) * (size_t)nops * 2 + 1);

@@ -29,7 +29,7 @@ void collSigOf(const collOp* op, uint32_t seq, int wide, collSig* s) {
   int p2p = op->fn == COLL_FN_SEND || op->fn == COLL_FN_RECV;
   s->fn = p2p ? COLL_FN_SEND : (int)op->fn;
   s->dtype = (int)op->dtype;
-  s->op = sigReduces(s->fn) ? (int)op->op : 0;
+  s->op = op->fn == COLL_FN_ALLREDUCE && op->peer == COLL_PEER_BARRIER ? COLL_SIG_OP_BARRIER : sigReduces(s->fn) ? (int)op->op : 0;
   s->wide = sigReduces(s->fn) && wide ? 1 : 0;
   s->root = sigRooted(s->fn) ? op->root : -1;
   s->seq = p2p ? 0 : seq;
@@ -57,7 +57,7 @@ int collSigFromTag(uint64_t tag, int nranks, collSig* s) {
   uint64_t field = tag & SIG_FIELD_MASK;
   s->count = field & ((UINT64_C(1) << cw) - 1);
   s->root = sigRooted(s->fn) ? (int)(field >> cw) : -1;
-  return s->dtype < collNumTypes && s->op < collNumOps;
+  return s->dtype < collNumTypes && (s->op < collNumOps || (s->op == COLL_SIG_OP_BARRIER && s->fn == COLL_FN_ALLREDUCE));
 }
 
 uint32_t collSigTagSeq(uint64_t tag) {
@@ -73,9 +73,12 @@ const char* collSigTypeName(int dtype) {
 void collSigDescribe(const collSig* s, char* buf, size_t len) {
   unsigned long long n = (unsigned long long)s->count;
   const char* t = collSigTypeName(s->dtype);
-  const char* o = collOpName((collRedOp_t)s->op);
+  const char* o = s->op < collNumOps ? collOpName((collRedOp_t)s->op) : "";
   switch (s->fn) {
-    case COLL_FN_ALLREDUCE: snprintf(buf, len, "all-reduce %s of %llu x %s", o, n, t); break;
+    case COLL_FN_ALLREDUCE:
+      if (s->op == COLL_SIG_OP_BARRIER) snprintf(buf, len, "barrier");
+      else snprintf(buf, len, "all-reduce %s of %llu x %s", o, n, t);
+      break;
     case COLL_FN_ALLGATHER: snprintf(buf, len, "all-gather of %llu x %s", n, t); break;
     case COLL_FN_REDUCESCATTER: snprintf(buf, len, "reduce-scatter %s of %llu x %s per rank", o, n, t); break;
     case COLL_FN_BROADCAST: snprintf(buf, len, "broadcast of %llu x %s from root %d", n, t, s->root); break;

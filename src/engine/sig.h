@@ -12,7 +12,8 @@
  * Tag layout (bit 63 first):
  *   [63:61] kind: 0 untagged (connection hellos), 1 + collFunc for
  *           collectives (1..5), 6 send/recv
- *   [60:57] data type      [56:54] op (reducing collectives, else 0)
+ *   [60:57] data type      [56:54] op (reducing collectives, else 0;
+ *           7: collBarrier)
  *   [53]    wide: float16/bfloat16 partial results carried in float32
  *   [52:47] collective call number modulo 64 (send/recv: 0)
  *   [46:0]  count (elements, per rank for all-gather and reduce-scatter);
@@ -43,6 +44,9 @@ typedef struct {
 } collSig;
 
 #define COLL_SIG_SEQ_BITS 6
+/* The op field of collBarrier's signature (an all-reduce no user call can
+ * make: ops are < collNumOps), so messages name it "barrier". */
+#define COLL_SIG_OP_BARRIER 7
 
 /* The signature of a user collective (seq: its call number, wide: the
  * accumulation mode it runs with) or of one send/recv transfer (seq 0,
@@ -56,7 +60,7 @@ int collSigFromTag(uint64_t tag, int nranks, collSig* s);
 /* The call number (modulo 64) a tag carries. */
 uint32_t collSigTagSeq(uint64_t tag);
 /* "all-reduce sum of 2048 x float32", "broadcast of 16 x int8 from root 3",
- * "send/recv of 3 x float32"; writes at most len bytes (NUL included). */
+ * "send/recv of 3 x float32", "barrier"; writes at most len bytes (NUL included). */
 void collSigDescribe(const collSig* s, char* buf, size_t len);
 /* Name of a data type in messages: "float32", "float16", "bfloat16", ... */
 const char* collSigTypeName(int dtype);
