@@ -123,8 +123,10 @@ int fkRegionRemove(uintptr_t base, fkRegion* out);
  * host memory (no region) is returned as is when hostOk. */
 void* fkTranslate(uintptr_t p, size_t n, int dev, int write, int hostOk);
 
-/* Every device stream idles (cuMemFree waits as cudaFree does). */
-void fkSyncDevice(int dev);
+/* Every stream of device dev idles (cuMemFree and cuMemFreeHost wait, as
+ * the real ones synchronize the device); after 5 s it says on stderr what
+ * the device is waiting for, naming `why` (the caller). */
+void fkSyncDevice(int dev, const char* why);
 
 /* ---- streams (stream.c) -------------------------------------------------------- */
 typedef struct fkOp fkOp;
@@ -137,6 +139,7 @@ typedef struct fkStream {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   fkOp *head, *tail;
+  fkOp* cur;          /* the operation the worker runs now (mu) */
   uint64_t enq, done; /* operations enqueued, completed (in order) */
   pthread_t thread;
   struct fkStream* next; /* all streams */

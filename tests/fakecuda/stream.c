@@ -10,6 +10,7 @@
  * as the driver's, so a host function that blocks holds up every other.
  */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -221,6 +222,7 @@ static void* fkWorker(void* arg) {
     fkOp* op = s->head;
     s->head = op->next;
     if (!s->head) s->tail = NULL;
+    s->cur = op;
     pthread_mutex_unlock(&s->mu);
     if (fkCfg.delayUs > 0 && op->kind != OP_EXIT) usleep((useconds_t)fkCfg.delayUs);
     CUresult r = fkExec(s, op);
@@ -228,6 +230,7 @@ static void* fkWorker(void* arg) {
     int kind = op->kind;
     pthread_mutex_lock(&s->mu);
     s->done = op->seq;
+    s->cur = NULL;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     free(op);
@@ -341,7 +344,13 @@ static void fkWaitSeq(fkStream* s, uint64_t seq) {
   pthread_mutex_unlock(&s->mu);
 }
 
-void fkSyncDevice(int dev) {
+static const char* fkOpName(int kind) {
+  static const char* const names[] = {"a copy", "a memset", "a kernel", "an event record", "a wait for another stream",
+                                      "cuStreamWaitValue32", "cuStreamWriteValue32", "a host function", "its end"};
+  return kind >= 0 && kind <= OP_EXIT ? names[kind] : "?";
+}
+
+void fkSyncDevice(int dev, const char* why) {
   fkStream* list[256];
   int n = 0;
   pthread_mutex_lock(&fkStreamsLock);
@@ -349,10 +358,25 @@ void fkSyncDevice(int dev) {
     if (t->dev == dev || dev < 0) list[n++] = t;
   pthread_mutex_unlock(&fkStreamsLock);
   for (int i = 0; i < n; i++) {
-    pthread_mutex_lock(&list[i]->mu);
-    uint64_t target = list[i]->enq;
-    pthread_mutex_unlock(&list[i]->mu);
-    fkWaitSeq(list[i], target);
+    fkStream* t = list[i];
+    pthread_mutex_lock(&t->mu);
+    uint64_t target = t->enq;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    int told = 0;
+    while (t->done < target) {
+      if (pthread_cond_timedwait(&t->cv, &t->mu, &until) != 0 && !told && t->done < target) {
+        /* a real GPU waits here just the same: say what the device waits for */
+        fprintf(stderr, "fakecuda: %s has waited 5 s for GPU %d to go idle (it synchronizes the device, as the "
+                        "real driver's does); stream %p is in %s%s\n",
+                why, t->dev, (void*)t, t->cur ? fkOpName(t->cur->kind) : "nothing",
+                t->cur && t->cur->kind == OP_WAIT_VALUE ? ", which only the host can satisfy: a deadlock if the "
+                                                          "thread that would open it is this one" : "");
+        told = 1;
+      }
+    }
+    pthread_mutex_unlock(&t->mu);
   }
 }
 
