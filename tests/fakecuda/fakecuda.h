@@ -123,8 +123,10 @@ int fkRegionRemove(uintptr_t base, fkRegion* out);
  * host memory (no region) is returned as is when hostOk. */
 void* fkTranslate(uintptr_t p, size_t n, int dev, int write, int hostOk);
 
-/* Every device stream idles (cuMemFree waits as cudaFree does). */
-void fkSyncDevice(int dev);
+/* Every stream of device dev idles (cuMemFree and cuMemFreeHost wait, as
+ * the real ones synchronize the device); after 5 s it says on stderr what
+ * the device is waiting for, naming `why` (the caller). */
+void fkSyncDevice(int dev, const char* why);
 
 /* ---- streams (stream.c) -------------------------------------------------------- */
 typedef struct fkOp fkOp;
@@ -137,6 +139,7 @@ typedef struct fkStream {
   pthread_mutex_t mu;
   pthread_cond_t cv;
   fkOp *head, *tail;
+  fkOp* cur;          /* the operation the worker runs now (mu) */
   uint64_t enq, done; /* operations enqueued, completed (in order) */
   pthread_t thread;
   struct fkStream* next; /* all streams */
@@ -150,6 +153,53 @@ fkStream* fkStreamOf(CUstream s, CUresult* err);
 /* Kernel body run by a stream worker: returns CUDA_SUCCESS or a fault. */
 typedef CUresult (*fkKernelExec)(const void* kernel, const unsigned char* args, unsigned grid[3], unsigned block[3],
                                  int dev);
+
+/* ---- stream operations (stream.c; events in event.c) ---------------------------- */
+enum { OP_COPY, OP_SET, OP_KERNEL, OP_EVENT, OP_WAIT_STREAM, OP_WAIT_VALUE, OP_WRITE_VALUE, OP_HOSTFN, OP_EXIT };
+
+typedef struct fkEvent {
+  uint32_t magic;
+  unsigned flags;
+  int refs; /* the handle + pending record operations (fkEvLock) */
+  int destroyed;
+  fkStream* s; /* last record: stream and operation number */
+  uint64_t seq;
+  long long timeNs; /* when the last record ran; -1 before */
+} fkEvent;
+#define FK_EVENT_MAGIC 0x66634556u
+
+struct fkOp {
+  int kind;
+  fkOp* next;
+  uint64_t seq;
+  uintptr_t dst, src;
+  size_t n;
+  unsigned char val;
+  const void* kernel;
+  fkKernelExec fn;
+  unsigned grid[3], block[3];
+  unsigned char args[64];
+  fkEvent* ev;
+  fkStream* other;
+  uint64_t otherSeq;
+  uint32_t value;
+  unsigned flags;
+  CUhostFn hfn;
+  void* harg;
+};
+
+/* Guards every event's record target, time and references. */
+extern pthread_mutex_t fkEvLock;
+/* A zeroed operation of kind (NULL: out of memory). */
+fkOp* fkNewOp(int kind);
+/* Appends op to s (which owns it from here) after the legacy stream's
+ * implicit synchronization; returns its number. */
+uint64_t fkPush(fkStream* s, fkOp* op);
+/* Blocks until s completed operation seq. */
+void fkWaitSeq(fkStream* s, uint64_t seq);
+/* Drops one reference of e (event.c); frees it at the last. */
+void fkEventUnref(fkEvent* e);
+
 /* Enqueues a launch of kernel with argument bytes args (copied). */
 CUresult fkEnqueueKernel(fkStream* s, const void* kernel, fkKernelExec fn, const void* args, size_t argBytes,
                          const unsigned grid[3], const unsigned block[3]);

@@ -113,7 +113,7 @@ CUresult fk_cuMemFree(CUdeviceptr d) {
   int ok = f && f->base == (uintptr_t)d && f->kind == FK_MEM_DEVICE, dev = ok ? f->dev : -1;
   pthread_rwlock_unlock(&fkRegLock);
   if (!ok) return fkFail(CUDA_ERROR_INVALID_VALUE, "cuMemFree(%p): not the start of a cuMemAlloc allocation", (void*)d);
-  fkSyncDevice(dev); /* as cudaFree: pending work on the device ends first */
+  fkSyncDevice(dev, "cuMemFree"); /* as cudaFree: pending work on the device ends first */
   fkRegion r;
   pthread_rwlock_wrlock(&fkRegLock);
   int gone = fkRegionRemove((uintptr_t)d, &r);
@@ -154,7 +154,7 @@ CUresult fk_cuMemFreeHost(void* p) {
   int ok = f && f->base == (uintptr_t)p && f->kind == FK_MEM_HOST, dev = ok ? f->dev : -1;
   pthread_rwlock_unlock(&fkRegLock);
   if (!ok) return fkFail(CUDA_ERROR_INVALID_VALUE, "cuMemFreeHost(%p): not from cuMemHostAlloc", p);
-  fkSyncDevice(dev);
+  fkSyncDevice(dev, "cuMemFreeHost"); /* as cudaFreeHost */
   fkRegion r;
   pthread_rwlock_wrlock(&fkRegLock);
   int gone = fkRegionRemove((uintptr_t)p, &r);

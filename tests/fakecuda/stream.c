@@ -10,6 +10,7 @@
  * as the driver's, so a host function that blocks holds up every other.
  */
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,43 +18,10 @@
 
 #include "fakecuda.h"
 
-enum { OP_COPY, OP_SET, OP_KERNEL, OP_EVENT, OP_WAIT_STREAM, OP_WAIT_VALUE, OP_WRITE_VALUE, OP_HOSTFN, OP_EXIT };
-
-typedef struct fkEvent {
-  uint32_t magic;
-  unsigned flags;
-  int refs; /* the handle + pending record operations (fkEvLock) */
-  int destroyed;
-  fkStream* s; /* last record: stream and operation number */
-  uint64_t seq;
-  long long timeNs; /* when the last record ran; -1 before */
-} fkEvent;
-#define FK_EVENT_MAGIC 0x66634556u
-
-struct fkOp {
-  int kind;
-  fkOp* next;
-  uint64_t seq;
-  uintptr_t dst, src;
-  size_t n;
-  unsigned char val;
-  const void* kernel;
-  fkKernelExec fn;
-  unsigned grid[3], block[3];
-  unsigned char args[64];
-  fkEvent* ev;
-  fkStream* other;
-  uint64_t otherSeq;
-  uint32_t value;
-  unsigned flags;
-  CUhostFn hfn;
-  void* harg;
-};
-
+pthread_mutex_t fkEvLock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t fkStreamsLock = PTHREAD_MUTEX_INITIALIZER;
 static fkStream* fkStreams;
 static fkStream* fkLegacy[FK_MAX_DEVS];
-static pthread_mutex_t fkEvLock = PTHREAD_MUTEX_INITIALIZER;
 
 static long long fkNowNs(void) {
   struct timespec ts;
@@ -131,16 +99,6 @@ static void fkRunHostFn(CUhostFn fn, void* arg) {
   pthread_mutex_unlock(&fkCbLock);
 }
 
-/* ---- events ------------------------------------------------------------------- */
-static void fkEventUnref(fkEvent* e) {
-  pthread_mutex_lock(&fkEvLock);
-  int last = --e->refs == 0;
-  pthread_mutex_unlock(&fkEvLock);
-  if (last) {
-    e->magic = 0;
-    free(e);
-  }
-}
 
 /* ---- the worker -------------------------------------------------------------------- */
 static int fkValueOk(uint32_t cur, uint32_t v, unsigned flags) {
@@ -221,6 +179,7 @@ static void* fkWorker(void* arg) {
     fkOp* op = s->head;
     s->head = op->next;
     if (!s->head) s->tail = NULL;
+    s->cur = op;
     pthread_mutex_unlock(&s->mu);
     if (fkCfg.delayUs > 0 && op->kind != OP_EXIT) usleep((useconds_t)fkCfg.delayUs);
     CUresult r = fkExec(s, op);
@@ -228,6 +187,7 @@ static void* fkWorker(void* arg) {
     int kind = op->kind;
     pthread_mutex_lock(&s->mu);
     s->done = op->seq;
+    s->cur = NULL;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     free(op);
@@ -317,7 +277,7 @@ static void fkWaitFor(fkStream* s, fkStream* other) {
 
 /* Appends op (allocated by the caller, owned by the stream from here),
  * after the implicit synchronization of the legacy stream. */
-static uint64_t fkPush(fkStream* s, fkOp* op) {
+uint64_t fkPush(fkStream* s, fkOp* op) {
   if (s->legacy) {
     pthread_mutex_lock(&fkStreamsLock);
     fkStream* list[256];
@@ -335,13 +295,19 @@ static uint64_t fkPush(fkStream* s, fkOp* op) {
   return fkPushRaw(s, op);
 }
 
-static void fkWaitSeq(fkStream* s, uint64_t seq) {
+void fkWaitSeq(fkStream* s, uint64_t seq) {
   pthread_mutex_lock(&s->mu);
   while (s->done < seq) pthread_cond_wait(&s->cv, &s->mu);
   pthread_mutex_unlock(&s->mu);
 }
 
-void fkSyncDevice(int dev) {
+static const char* fkOpName(int kind) {
+  static const char* const names[] = {"a copy", "a memset", "a kernel", "an event record", "a wait for another stream",
+                                      "cuStreamWaitValue32", "cuStreamWriteValue32", "a host function", "its end"};
+  return kind >= 0 && kind <= OP_EXIT ? names[kind] : "?";
+}
+
+void fkSyncDevice(int dev, const char* why) {
   fkStream* list[256];
   int n = 0;
   pthread_mutex_lock(&fkStreamsLock);
@@ -349,14 +315,29 @@ void fkSyncDevice(int dev) {
     if (t->dev == dev || dev < 0) list[n++] = t;
   pthread_mutex_unlock(&fkStreamsLock);
   for (int i = 0; i < n; i++) {
-    pthread_mutex_lock(&list[i]->mu);
-    uint64_t target = list[i]->enq;
-    pthread_mutex_unlock(&list[i]->mu);
-    fkWaitSeq(list[i], target);
+    fkStream* t = list[i];
+    pthread_mutex_lock(&t->mu);
+    uint64_t target = t->enq;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5;
+    int told = 0;
+    while (t->done < target) {
+      if (pthread_cond_timedwait(&t->cv, &t->mu, &until) != 0 && !told && t->done < target) {
+        /* a real GPU waits here just the same: say what the device waits for */
+        fprintf(stderr, "fakecuda: %s has waited 5 s for GPU %d to go idle (it synchronizes the device, as the "
+                        "real driver's does); stream %p is in %s%s\n",
+                why, t->dev, (void*)t, t->cur ? fkOpName(t->cur->kind) : "nothing",
+                t->cur && t->cur->kind == OP_WAIT_VALUE ? ", which only the host can satisfy: a deadlock if the "
+                                                          "thread that would open it is this one" : "");
+        told = 1;
+      }
+    }
+    pthread_mutex_unlock(&t->mu);
   }
 }
 
-static fkOp* fkNewOp(int kind) {
+fkOp* fkNewOp(int kind) {
   fkOp* op = calloc(1, sizeof *op);
   if (op) op->kind = kind;
   return op;
@@ -529,114 +510,5 @@ CUresult fkEnqueueKernel(fkStream* s, const void* kernel, fkKernelExec fn, const
   memcpy(op->grid, grid, sizeof op->grid);
   memcpy(op->block, block, sizeof op->block);
   fkPush(s, op);
-  return CUDA_SUCCESS;
-}
-
-/* ---- events ----------------------------------------------------------------------------- */
-static fkEvent* fkEventOf(CUevent h) {
-  fkEvent* e = (fkEvent*)h;
-  return e && e->magic == FK_EVENT_MAGIC && !e->destroyed ? e : NULL;
-}
-
-CUresult fk_cuEventCreate(CUevent* out, unsigned int flags) {
-  FK_ENTER("cuEventCreate");
-  if (!out || (flags & ~(unsigned)(CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS)))
-    return CUDA_ERROR_INVALID_VALUE;
-  if (fkCurrentDev() < 0) return fkFail(CUDA_ERROR_INVALID_CONTEXT, "cuEventCreate without a current context");
-  fkEvent* e = calloc(1, sizeof *e);
-  if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
-  e->magic = FK_EVENT_MAGIC;
-  e->flags = flags;
-  e->refs = 1;
-  e->timeNs = -1;
-  *out = (CUevent)e;
-  return CUDA_SUCCESS;
-}
-
-CUresult fk_cuEventDestroy(CUevent h) {
-  FK_ENTER("cuEventDestroy");
-  fkEvent* e = fkEventOf(h);
-  if (!e) return CUDA_ERROR_INVALID_HANDLE;
-  e->destroyed = 1;
-  fkEventUnref(e);
-  return CUDA_SUCCESS;
-}
-
-CUresult fk_cuEventRecord(CUevent h, CUstream sh) {
-  FK_ENTER("cuEventRecord");
-  fkEvent* e = fkEventOf(h);
-  if (!e) return CUDA_ERROR_INVALID_HANDLE;
-  CUresult err;
-  fkStream* s = fkStreamOf(sh, &err);
-  if (!s) return err;
-  fkOp* op = fkNewOp(OP_EVENT);
-  if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
-  op->ev = e;
-  fkPush(s, op);
-  return CUDA_SUCCESS;
-}
-
-/* The stream and operation number of e's last record (NULL: never recorded). */
-static fkStream* fkEventTarget(fkEvent* e, uint64_t* seq) {
-  pthread_mutex_lock(&fkEvLock);
-  fkStream* s = e->s;
-  *seq = e->seq;
-  pthread_mutex_unlock(&fkEvLock);
-  return s;
-}
-
-CUresult fk_cuEventQuery(CUevent h) {
-  FK_ENTER("cuEventQuery");
-  fkEvent* e = fkEventOf(h);
-  if (!e) return CUDA_ERROR_INVALID_HANDLE;
-  uint64_t seq;
-  fkStream* s = fkEventTarget(e, &seq);
-  if (!s) return CUDA_SUCCESS;
-  pthread_mutex_lock(&s->mu);
-  int done = s->done >= seq;
-  pthread_mutex_unlock(&s->mu);
-  return done ? (CUresult)atomic_load(&fkSticky) : CUDA_ERROR_NOT_READY;
-}
-
-CUresult fk_cuEventSynchronize(CUevent h) {
-  FK_ENTER("cuEventSynchronize");
-  fkEvent* e = fkEventOf(h);
-  if (!e) return CUDA_ERROR_INVALID_HANDLE;
-  uint64_t seq;
-  fkStream* s = fkEventTarget(e, &seq);
-  if (s) fkWaitSeq(s, seq);
-  return (CUresult)atomic_load(&fkSticky);
-}
-
-CUresult fk_cuStreamWaitEvent(CUstream sh, CUevent h, unsigned int flags) {
-  FK_ENTER("cuStreamWaitEvent");
-  (void)flags;
-  fkEvent* e = fkEventOf(h);
-  if (!e) return CUDA_ERROR_INVALID_HANDLE;
-  CUresult err;
-  fkStream* s = fkStreamOf(sh, &err);
-  if (!s) return err;
-  uint64_t seq;
-  fkStream* src = fkEventTarget(e, &seq);
-  if (!src || src == s) return CUDA_SUCCESS;
-  fkOp* op = fkNewOp(OP_WAIT_STREAM);
-  if (!op) return CUDA_ERROR_OUT_OF_MEMORY;
-  op->other = src, op->otherSeq = seq;
-  fkPush(s, op);
-  return CUDA_SUCCESS;
-}
-
-CUresult fk_cuEventElapsedTime(float* ms, CUevent a, CUevent b) {
-  FK_ENTER("cuEventElapsedTime");
-  fkEvent *x = fkEventOf(a), *y = fkEventOf(b);
-  if (!ms || !x || !y) return CUDA_ERROR_INVALID_VALUE;
-  if ((x->flags | y->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
-  CUresult r;
-  if ((r = fk_cuEventQuery(a)) != CUDA_SUCCESS || (r = fk_cuEventQuery(b)) != CUDA_SUCCESS) return r;
-  pthread_mutex_lock(&fkEvLock);
-  long long t0 = x->timeNs, t1 = y->timeNs;
-  pthread_mutex_unlock(&fkEvLock);
-  if (t0 < 0 || t1 < 0) return CUDA_ERROR_INVALID_HANDLE; /* never recorded */
-  *ms = (float)((double)(t1 - t0) * 1e-6);
   return CUDA_SUCCESS;
 }

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,12 @@ static void CUDA_CB hostCallsDriver(void* arg) {
   CUdeviceptr p;
   *(CUresult*)arg = CU(cuMemAlloc)(&p, 64);
 }
+static int freeDone;
+static void* freeHostThread(void* p) {
+  CUresult r = CU(cuMemFreeHost)(p);
+  __atomic_store_n(&freeDone, r == CUDA_SUCCESS ? 1 : 2, __ATOMIC_RELEASE);
+  return NULL;
+}
 static void childWaitValue(void) {
   uint32_t* w = NULL;
   CHECK(CU(cuMemHostAlloc)((void**)&w, 64, CU_MEMHOSTALLOC_DEVICEMAP) == CUDA_SUCCESS, "pinned");
@@ -147,6 +154,20 @@ static void childWaitValue(void) {
   w[0] = 3; /* 0xfffffffe is older than 3 cyclically: passes at once */
   CU(cuStreamWaitValue32)(s, dw, 0xfffffffeu, CU_STREAM_WAIT_VALUE_GEQ);
   CHECK(CU(cuStreamSynchronize)(s) == CUDA_SUCCESS, "older value");
+  /* cuMemFreeHost synchronizes the device, as the real one: it returns only
+   * once the stream's closed wait is opened */
+  void* other = NULL;
+  CU(cuMemHostAlloc)(&other, 64, 0);
+  w[0] = 0;
+  CU(cuStreamWaitValue32)(s, dw, 1, CU_STREAM_WAIT_VALUE_GEQ);
+  pthread_t t;
+  freeDone = 0;
+  CHECK(pthread_create(&t, NULL, freeHostThread, other) == 0, "thread");
+  nanosleep(&ts, NULL);
+  CHECK(__atomic_load_n(&freeDone, __ATOMIC_ACQUIRE) == 0, "cuMemFreeHost returned while the device was busy");
+  __atomic_store_n(&w[0], 1u, __ATOMIC_RELEASE);
+  pthread_join(t, NULL);
+  CHECK(freeDone == 1, "cuMemFreeHost failed");
   /* a host function runs in order and may not call the driver */
   CUresult inside = CUDA_SUCCESS;
   CHECK(CU(cuLaunchHostFunc)(s, hostCallsDriver, &inside) == CUDA_SUCCESS, "host func");

@@ -435,6 +435,8 @@ static void test_killed_receiver(void** st) {
 
 int main(int argc, char** argv) {
   if (argc >= 4 && strcmp(argv[1], "--p2p-peer") == 0) return peerMain(argv[2], argv[3], 3);
+  const char* filter = getenv("COLL_TEST_FILTER"); /* cmocka pattern, e.g. test_two_gpus (ctest fakecuda.*) */
+  if (filter && *filter) cmocka_set_test_filter(filter);
   ssize_t n = readlink("/proc/self/exe", gSelf, sizeof gSelf - 1);
   if (n > 0) gSelf[n] = 0;
   const struct CMUnitTest tests[] = {
