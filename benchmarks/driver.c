@@ -401,9 +401,12 @@ static int openDevice(rankCtx_t* ctx) {
     snprintf(why, sizeof why, "%s", benchDevError());
     ok = 0;
   }
+  if (ok && ctx->o->streamNull) { /* -y 1: the legacy default stream (the host waits on it) */
+    benchDevStreamDestroy(ctx->cuStream);
+    ctx->cuStream = NULL;
+  }
   if (ok) {
-    void* s = ctx->o->streamNull ? NULL : ctx->cuStream; /* -y 1: the legacy default stream */
-    collResult_t r = collStreamCreateCuda(ctx->comm, s, &ctx->stream);
+    collResult_t r = collStreamCreateCuda(ctx->comm, ctx->cuStream, &ctx->stream);
     if (r != collSuccess) {
       snprintf(why, sizeof why, "collStreamCreateCuda: %s: %s", collGetErrorString(r), collGetLastError(ctx->comm));
       ok = 0;
