@@ -87,8 +87,8 @@ def device_of(tensors, what):
 
 
 def refuse(tensors, what):
-    """For the operations without a CUDA path."""
-    if device_of(tensors, what) is not None:
+    """For the operations without a CUDA path (_dtypes._check_tensor)."""
+    if any(is_cuda(t) for t in tensors):
         raise RuntimeError("coll: %s: CUDA tensors are not supported for this operation yet (supported: %s); "
                            "use CPU tensors" % (what, ", ".join(SUPPORTED)))
 

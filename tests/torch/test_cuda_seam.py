@@ -90,7 +90,6 @@ def mark(t):
 def seam_worker(rank, ws, backend):
     import torch
     import torch.distributed as dist
-    from torch_coll import _cuda
     fake, created, Stream, Event = install_fakes()
     res = {}
     # all_reduce: values, the CudaWork, its event on the op's stream
@@ -145,7 +144,7 @@ def seam_worker(rank, ws, backend):
     except RuntimeError as e:
         res["mixed"] = str(e)
     try:
-        _cuda.refuse([mark(torch.ones(1))], "alltoall_base")
+        dist.all_to_all_single(mark(torch.zeros(2 * ws)), mark(torch.ones(2 * ws)))
         res["refused"] = "no error"
     except RuntimeError as e:
         res["refused"] = str(e)
@@ -177,7 +176,7 @@ class CudaSeamTest(unittest.TestCase):
             self.assertEqual(r["reduce_scatter_tensor"], [float(2 * (3 * rank + i) + 1) for i in range(3)])
             self.assertEqual(r["reduce_scatter_list"], [float(0 * 100 + rank + 1 * 100 + rank)] * 2)
             self.assertIn("coll: allgather: mixes CUDA and CPU tensors", r["mixed"])
-            self.assertIn("alltoall_base: CUDA tensors are not supported", r["refused"])
+            self.assertIn("coll: all_to_all_single: CUDA tensors are not supported for this operation yet", r["refused"])
             if r["device_types"] is not None:
                 self.assertEqual(r["device_types"], ["cpu", "cuda"])
 
