@@ -269,6 +269,39 @@ collResult_t collCommUserRank(const collComm_t comm, int* rank);
  *  (NULL), collInvalidUsage (destroyed comm), collSystemError. */
 collResult_t collStreamCreate(collComm_t comm, collStream_t* stream);
 
+/** Wraps a CUDA stream (a cudaStream_t or CUstream; NULL = the legacy
+ *  default stream) as a coll stream of comm, with NCCL's stream semantics.
+ *  A call issued on it returns at once and never blocks the host: it starts
+ *  once the work enqueued on cudaStream before it has finished (an event
+ *  recorded at issue, polled by comm's progress thread), and work enqueued on
+ *  cudaStream after it runs once its results are in place (at issue the
+ *  stream gets a wait on a counter in pinned host memory, cuStreamWaitValue32,
+ *  that the progress thread opens when the call is done). Host buffers on
+ *  such a stream are ordered the same way. In a group, one communicator's
+ *  calls may use several such streams: the group starts when every one of
+ *  them reached it, and every one of them waits for the whole group.
+ *  collStreamSynchronize / collStreamQuery report completion and the first
+ *  error as for any coll stream (they do not wait for cudaStream itself).
+ *  When a call fails (a failed CUDA call, a dead peer, a timeout), the
+ *  communicator fails as with host buffers and the stream is still released,
+ *  so it never hangs: work after the call then sees recvbuff unchanged or
+ *  partly written; collStreamQuery and collCommGetAsyncError report the
+ *  error. Device buffers on a collStreamCreate stream are read when the
+ *  progress thread runs the call (make them ready before issuing, e.g. with
+ *  cudaStreamSynchronize) and written when collStreamSynchronize says it is
+ *  done; with stream NULL a call on device buffers waits for the legacy
+ *  default stream, runs, and returns when the results are in device memory.
+ *  A communicator runs on one GPU: the device current here (or GPU 0 when
+ *  no CUDA context is current) unless an earlier device call or CUDA stream
+ *  bound it already; buffers of another GPU later are collInvalidArgument.
+ *  cudaStream must belong to that GPU's primary context (the CUDA runtime's
+ *  context) and outlive every call issued on the coll stream.
+ *  Errors: collInvalidArgument (comm or stream NULL; the current GPU is not
+ *  the one comm is bound to, both named), collInvalidUsage (destroyed comm;
+ *  libcoll built without CUDA), collSystemError (no CUDA driver or device
+ *  here, or a CUDA call failed: the message names it). Thread-safe. */
+collResult_t collStreamCreateCuda(collComm_t comm, void* cudaStream, collStream_t* stream);
+
 /** Blocks until every operation issued on stream finished; returns the
  *  first error any of them hit (collRemoteError, collTimeout...). Each
  *  operation ends by its own deadline; collCommAbort on another thread ends

@@ -11,6 +11,7 @@
 #include "coll.h"
 #include "core/comm.h"
 #include "core/core.h"
+#include "core/devcall.h"
 #include "misc/log.h"
 #include "tuner/algo_env.h"
 
@@ -84,6 +85,10 @@ collResult_t collCommCount(const collComm_t comm, int* count) { COLL_API(collCom
 collResult_t collCommUserRank(const collComm_t comm, int* rank) { COLL_API(collCommUserRankImpl(comm, rank)); }
 
 collResult_t collStreamCreate(collComm_t comm, collStream_t* stream) { COLL_API(collStreamCreateImpl(comm, stream)); }
+
+collResult_t collStreamCreateCuda(collComm_t comm, void* cudaStream, collStream_t* stream) {
+  COLL_API(collStreamCreateCudaImpl(comm, cudaStream, stream));
+}
 
 collResult_t collStreamSynchronize(collStream_t stream) { COLL_API(collStreamSynchronizeImpl(stream)); }
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "core/devcall.h"
 #include "engine/engine.h"
 #include "engine/mailbox.h"
 #include "misc/log.h"
@@ -391,6 +392,7 @@ static void collCommFreeResources(collComm_t comm) {
   collStreamsShutdown(comm);
   collObsFree(comm); /* writes COLL_STATS_FILE / COLL_TRACE_FILE: before what it reads is freed */
   collEngineFree(comm);
+  collDevCommFree(comm); /* after the engine: its registrations may cover the staging */
   collMailboxFree(comm);
   collTunerFree(comm);
   for (int k = 0; k < COLL_NET_SLOTS; k++)

@@ -66,6 +66,9 @@ typedef struct collWork {
   struct collStream* stream;
   int nops;
   struct collOp* ops;
+  struct collDevWork* dev;  /* device buffers or CUDA streams (core/devcall.h); NULL: host work */
+  struct collStream** extra; /* a group's further CUDA streams of this comm (each counts it pending) */
+  int nextra;
 } collWork;
 
 struct collComm {
@@ -142,6 +145,7 @@ struct collComm {
   int qrunning;             /* an item is being run (by the progress thread or a waiter) */
   int threadStarted, stopping;
   pthread_t progress;
+  struct collDevComm* dev; /* the GPU this comm is bound to and its staging (core/devcall.c); NULL: none yet */
 };
 
 struct collStream {
@@ -149,6 +153,8 @@ struct collStream {
   uint32_t magic;
   int pending;        /* guarded by comm->qlock */
   collResult_t error; /* first error, guarded by comm->qlock */
+  int cuda;           /* made by collStreamCreateCuda: calls are ordered on cuStream */
+  void* cuStream;     /* that CUstream (NULL: the legacy default stream) */
 };
 #define COLL_STREAM_MAGIC 0xc0115eeau
 

@@ -8,6 +8,10 @@
 /* Runs ops now (stream NULL: blocking, after queued work drained) or queues
  * them on the stream's progress thread. */
 collResult_t collSubmit(collComm_t comm, collStream_t stream, const collOp* ops, int nops);
+/* collSubmit on several streams of comm (a group's CUDA streams: the work
+ * is ordered on each; nstreams 0: blocking). */
+collResult_t collSubmitStreams(collComm_t comm, collStream_t const* streams, int nstreams, const collOp* ops,
+                               int nops);
 /* Waits until every queued work item of comm finished. */
 void collStreamsDrain(collComm_t comm);
 /* Stops and joins the progress thread (after the queue drained or aborted). */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/devcall.h"
 #include "core/memcheck.h"
 #include "misc/log.h"
 #include "reduce/reduce.h"
@@ -114,19 +115,30 @@ collResult_t collGroupEndImpl(void) {
     result = collSetError(result, "collGroupEnd: nothing of the group was launched: a call inside it failed: %s",
                           collGroupErrorMsg);
   collOp* ops = malloc(sizeof(collOp) * (size_t)(collGroupN ? collGroupN : 1));
+  collStream_t* streams = malloc(sizeof *streams * (size_t)(collGroupN ? collGroupN : 1));
   int concurrent = collGroupMultiComm(), ntemp = 0;
   collStream_t* temp = concurrent ? calloc((size_t)collGroupN, sizeof *temp) : NULL;
-  if (!ops || (concurrent && !temp)) result = collSetError(collSystemError, "collGroupEnd: out of memory");
+  if (!ops || !streams || (concurrent && !temp)) result = collSetError(collSystemError, "collGroupEnd: out of memory");
   for (int i = 0; i < collGroupN && result == collSuccess; i++) {
     collComm_t comm = collGroupItems[i].comm;
     if (!comm) continue;
     collStream_t stream = collGroupItems[i].stream;
-    int n = 0;
+    int n = 0, nstreams = 1;
+    streams[0] = stream;
     for (int j = i; j < collGroupN; j++) {
       if (collGroupItems[j].comm != comm) continue;
-      if (collGroupItems[j].stream != stream) {
-        result = collSetError(collInvalidUsage, "collGroupEnd: operations of one communicator use different streams");
-        break;
+      collStream_t sj = collGroupItems[j].stream;
+      if (sj != stream) {
+        /* one communicator's calls may use several CUDA streams (ordered on each) */
+        if (!stream || !sj || !stream->cuda || !sj->cuda) {
+          result = collSetError(collInvalidUsage,
+                                "collGroupEnd: operations of one communicator use different streams (only streams of "
+                                "collStreamCreateCuda may differ)");
+          break;
+        }
+        int seen = 0;
+        for (int k = 0; k < nstreams; k++) seen |= streams[k] == sj;
+        if (!seen) streams[nstreams++] = sj;
       }
       ops[n++] = collGroupItems[j].op;
       collGroupItems[j].comm = NULL;
@@ -135,9 +147,13 @@ collResult_t collGroupEndImpl(void) {
     result = collCommEnterIssue(comm, "collGroupEnd");
     if (result != collSuccess) break;
     collTakeCallTimeout(comm, ops, n);
-    if (concurrent && !stream && (result = collStreamCreate(comm, &temp[ntemp])) == collSuccess)
+    /* blocking device calls are ordered after the legacy default stream */
+    if (concurrent && !stream && collDevOpsOnDevice(ops, n)) result = collDevSyncLegacy(comm, ops, n);
+    if (result == collSuccess && concurrent && !stream &&
+        (result = collStreamCreate(comm, &temp[ntemp])) == collSuccess)
       stream = temp[ntemp++];
-    if (result == collSuccess) result = collSubmit(comm, stream, ops, n);
+    if (result == collSuccess && stream) streams[0] = stream;
+    if (result == collSuccess) result = collSubmitStreams(comm, streams, stream ? nstreams : 0, ops, n);
     collCommLeaveIssue(comm);
   }
   /* whatever was queued runs on the caller's buffers: wait for it, error or not */
@@ -146,6 +162,7 @@ collResult_t collGroupEndImpl(void) {
     if (result == collSuccess) result = r;
   }
   free(temp);
+  free(streams);
   free(ops);
   free(collGroupItems); /* thread-local: free it now, threads may exit */
   collGroupItems = NULL;

@@ -4,15 +4,18 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/devcall.h"
+#include "device/cuda_loader.h"
 #include "misc/log.h"
 
 /* Whether comm and stream can run a call on device memory; if not, why
- * (a sentence for the caller's message). Nothing can yet: the engine's
- * copies and reductions run on the host. */
+ * (a sentence for the caller's message). Every communicator and stream can
+ * once the CUDA driver loads (core/devcall.h: the call is staged through
+ * pinned host memory, on a CUDA stream ordered with it). */
 static int collCanRunDevice(collComm_t comm, collStream_t stream, const char** why) {
   (void)comm, (void)stream;
-  *why = "coll has no device executor yet (the engine copies and reduces with host code); "
-         "pass host memory (memory from cudaMallocHost or cudaHostRegister works)";
+  if (collCudaLoadQuiet() == collSuccess) return 1;
+  *why = collCudaLoadMessage();
   return 0;
 }
 
@@ -26,7 +29,9 @@ collResult_t collCheckCallMemoryTypes(collComm_t comm, collStream_t stream, cons
   *info = call;
   if (r == collInvalidArgument && !collCanRunDevice(comm, stream, &why))
     return collSetError(r, "%s; this communicator runs host memory only", collLastErrorMessage());
-  if (r != collSuccess || call.kind == COLL_MEM_HOST || collCanRunDevice(comm, stream, &why)) return r;
+  if (r != collSuccess || call.kind == COLL_MEM_HOST) return r;
+  if (collCanRunDevice(comm, stream, &why)) /* one GPU per communicator */
+    return collDevBind(comm, call.device, fn, sendbuff ? "sendbuff" : "recvbuff");
   /* a device call on a host-only communicator: name each device buffer */
   collMemInfo m[2];
   char desc[2][64];

@@ -2,9 +2,11 @@
  * memcheck.h - the memory-type rule of a call, checked when it is issued
  * (issue 16): the buffers one call uses are all host memory or all on one
  * GPU, and device buffers only go to a communicator and stream that can run
- * device work. No communicator can yet (the engine's local steps are host
- * code), so today every device or managed buffer is refused with a message
- * that names it, before it reaches memcpy.
+ * device work: every one can once the CUDA driver loads (core/devcall.h
+ * stages the call through pinned host memory), on the one GPU the
+ * communicator is bound to. Where the driver cannot be used, a device or
+ * managed buffer is refused with a message that names it and says why,
+ * before it reaches memcpy.
  */
 #ifndef COLL_CORE_MEMCHECK_H_
 #define COLL_CORE_MEMCHECK_H_
@@ -21,9 +23,12 @@
  *  - collInvalidArgument, mixed memory types ("collAllReduce: recvbuff is
  *    host memory but sendbuff is CUDA device memory of GPU 0; all buffers of
  *    one call must be host memory or on one GPU; ...");
- *  - collInvalidArgument, device or managed memory while comm/stream run
- *    host memory only ("collAllReduce: sendbuff and recvbuff are CUDA device
- *    memory of GPU 0; this communicator runs host memory only: ...");
+ *  - collInvalidArgument, device or managed memory while the CUDA driver
+ *    cannot be used ("collAllReduce: sendbuff and recvbuff are CUDA device
+ *    memory of GPU 0; this communicator runs host memory only: <why>");
+ *  - collInvalidArgument, buffers of another GPU than the communicator's
+ *    ("collAllReduce: sendbuff is on GPU 1 but this communicator runs on
+ *    GPU 0 ...");
  *  - collSystemError: the driver's pointer query failed (names the buffer
  *    and the CUDA error).
  * Costs one collMemAllHost look (a coarse clock read, inline) while the

@@ -17,8 +17,20 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "core/devcall.h"
 #include "misc/log.h"
 #include "topo/topo.h"
+
+/* The end of work on CUDA streams or device buffers (qlock held): its
+ * further CUDA streams count it done, then the gate opens. */
+static __attribute__((noinline)) void collWorkDoneDevice(collComm_t comm, collWork* w, collResult_t r) {
+  for (int i = 0; i < w->nextra; i++) { /* a group's further CUDA streams */
+    if (r != collSuccess && w->extra[i]->error == collSuccess) w->extra[i]->error = r;
+    w->extra[i]->pending--;
+  }
+  if (w->dev) collDevWorkFinish(comm, w->dev); /* opens the CUDA streams' gate: the work counts as done */
+  free(w->extra);
+}
 
 /* Pops the queue head and runs it. Called with qlock held and no item
  * running; returns with qlock held. */
@@ -28,15 +40,17 @@ static void collRunQueued(collComm_t comm) {
   if (!comm->qhead) comm->qtail = NULL;
   comm->qrunning = 1;
   pthread_mutex_unlock(&comm->qlock);
-  collResult_t r = collEngineRun(comm, w->ops, w->nops);
+  collResult_t r = w->dev ? collDevWorkRun(comm, w->dev, w->ops, w->nops) : collEngineRun(comm, w->ops, w->nops);
   pthread_mutex_lock(&comm->qlock);
   comm->qrunning = 0;
   if (r != collSuccess && w->stream->error == collSuccess) w->stream->error = r;
   w->stream->pending--;
   comm->qbusy--;
+  int extra = w->nextra;
+  if (__builtin_expect(w->dev || extra, 0)) collWorkDoneDevice(comm, w, r);
   /* waiters wait for a stream or the whole queue to empty: waking them per
    * item would put an extra thread on the cores at every item */
-  if (w->stream->pending == 0 || comm->qbusy == 0) pthread_cond_broadcast(&comm->qdone);
+  if (w->stream->pending == 0 || comm->qbusy == 0 || extra) pthread_cond_broadcast(&comm->qdone);
   if (comm->qhead) pthread_cond_signal(&comm->qcond); /* the next item, for the progress thread */
   free(w->ops);
   free(w);
@@ -67,28 +81,17 @@ static void collWaitRunning(collComm_t comm, const int* count) {
   }
 }
 
-collResult_t collSubmit(collComm_t comm, collStream_t stream, const collOp* ops, int nops) {
-  if (!stream) {
-    collStreamsDrain(comm);
-    return collEngineRun(comm, ops, nops);
-  }
-  collWork* w = calloc(1, sizeof *w);
-  collOp* copy = malloc(sizeof(collOp) * (size_t)nops);
-  if (!w || !copy) {
-    free(w);
-    free(copy);
-    return collSetError(collSystemError, "out of memory queueing an operation");
-  }
-  memcpy(copy, ops, sizeof(collOp) * (size_t)nops);
-  w->ops = copy;
-  w->nops = nops;
-  w->stream = stream;
+/* Queues w on comm (starting the progress thread with the first item);
+ * on failure frees w and what it holds. */
+static inline __attribute__((always_inline)) collResult_t collEnqueue(collComm_t comm, collWork* w) {
   pthread_mutex_lock(&comm->qlock);
   if (!comm->threadStarted) {
     int e = pthread_create(&comm->progress, NULL, collProgressThread, comm);
     if (e != 0) {
       pthread_mutex_unlock(&comm->qlock);
-      free(copy);
+      if (w->dev) collDevWorkFinish(comm, w->dev); /* its CUDA streams go on */
+      free(w->extra);
+      free(w->ops);
       free(w);
       return collSetError(collSystemError,
                           "rank %d: cannot start the progress thread that runs this communicator's stream "
@@ -105,10 +108,69 @@ collResult_t collSubmit(collComm_t comm, collStream_t stream, const collOp* ops,
   else comm->qhead = w;
   comm->qtail = w;
   comm->qbusy++;
-  stream->pending++;
+  w->stream->pending++;
+  for (int i = 0; i < w->nextra; i++) w->extra[i]->pending++;
   pthread_cond_signal(&comm->qcond);
   pthread_mutex_unlock(&comm->qlock);
   return collSuccess;
+}
+
+/* A work item holding a copy of ops[0..nops) for stream; NULL: out of memory (error set). */
+static collWork* collWorkNew(collStream_t stream, const collOp* ops, int nops) {
+  collWork* w = calloc(1, sizeof *w);
+  collOp* copy = malloc(sizeof(collOp) * (size_t)nops);
+  if (!w || !copy) {
+    free(w);
+    free(copy);
+    collSetError(collSystemError, "out of memory queueing an operation");
+    return NULL;
+  }
+  memcpy(copy, ops, sizeof(collOp) * (size_t)nops);
+  w->ops = copy;
+  w->nops = nops;
+  w->stream = stream;
+  return w;
+}
+
+collResult_t collSubmit(collComm_t comm, collStream_t stream, const collOp* ops, int nops) {
+  if (!stream) { /* the blocking host path: as before device buffers existed, one test more */
+    collStreamsDrain(comm);
+    if (__builtin_expect(collDevOpsOnDevice(ops, nops), 0)) return collDevRunBlocking(comm, ops, nops);
+    return collEngineRun(comm, ops, nops);
+  }
+  if (__builtin_expect(stream->cuda || collDevOpsOnDevice(ops, nops), 0))
+    return collSubmitStreams(comm, &stream, 1, ops, nops);
+  collWork* w = collWorkNew(stream, ops, nops);
+  return w ? collEnqueue(comm, w) : collSystemError;
+}
+
+collResult_t collSubmitStreams(collComm_t comm, collStream_t const* streams, int nstreams, const collOp* ops,
+                               int nops) {
+  if (nstreams == 0) return collSubmit(comm, NULL, ops, nops);
+  collWork* w = collWorkNew(streams[0], ops, nops);
+  if (!w) return collSystemError;
+  if (nstreams > 1) {
+    if (!(w->extra = malloc(sizeof *w->extra * (size_t)(nstreams - 1)))) {
+      free(w->ops);
+      free(w);
+      return collSetError(collSystemError, "out of memory queueing an operation");
+    }
+    memcpy(w->extra, streams + 1, sizeof *w->extra * (size_t)(nstreams - 1));
+    w->nextra = nstreams - 1;
+  }
+  collResult_t issued = collSuccess;
+  if (streams[0]->cuda || collDevOpsOnDevice(ops, nops)) {
+    /* events and gate waits on the CUDA streams, in issue order */
+    issued = collDevWorkIssue(comm, streams, nstreams, ops, nops, &w->dev);
+    if (!w->dev) {
+      free(w->extra);
+      free(w->ops);
+      free(w);
+      return issued;
+    }
+  }
+  collResult_t r = collEnqueue(comm, w);
+  return r != collSuccess ? r : issued;
 }
 
 void collStreamsDrain(collComm_t comm) {

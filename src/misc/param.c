@@ -64,6 +64,7 @@ static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     [COLL_PARAM_IB_QPS_PER_CONN] = {"COLL_IB_QPS_PER_CONNECTION", 1, 1, 16, "ib: queue pairs per connection; messages use them round-robin (at most 16)"},
     [COLL_PARAM_IB_REG_CACHE] = {"COLL_IB_REG_CACHE", 0, 0, 1 << 20, "ib: memory registrations of user buffers kept for reuse (LRU); 0: register each message's buffer and release it when the message completes. Only safe when the application never frees and reallocates communication buffers (a registration pins the old pages: data would go to them)"},
     [COLL_PARAM_REG_CACHE] = {"COLL_REG_CACHE", -1, -1, 1, "registrations of the buffers the engine gives a transport that needs them (ib): -1: cached, each reuse checked against the page frames the registration pinned (/proc/self/pagemap; needs CAP_SYS_ADMIN, else per message); 0: register per message; 1: cached unchecked (only if buffers are never freed and reallocated while the communicator lives)"},
+    [COLL_PARAM_CUDA_STAGE_CHUNK] = {"COLL_CUDA_STAGE_CHUNK", 1 << 21, 4096, 1 << 30, "bytes per piece of an all-reduce, broadcast or reduce on device buffers larger than this: each piece is copied into pinned host memory while the previous one is reduced and sent, and copied back while the next one runs (the same on every rank)"},
 };
 
 static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {

@@ -341,6 +341,182 @@ static void test_runtime(void** st) {
   (void)st;
   runChild(NULL, childRuntime);
 }
+
+/* ---- the fake driver (tests/fakecuda): device memory without a GPU ------------- */
+#include <signal.h>
+#define NEED_FAKE()                                                                         \
+  do {                                                                                      \
+    if (access(COLL_FAKECUDA, R_OK) != 0) {                                                 \
+      print_message("skipped: no fake driver at %s (build target collfakecuda)\n", COLL_FAKECUDA); \
+      skip();                                                                               \
+    }                                                                                       \
+  } while (0)
+
+/* Memory types on two fake GPUs: cuMemAlloc'ed memory is device memory of
+ * its GPU, cuMemHostAlloc'ed pinned host memory, malloc'ed and stack memory
+ * plain host memory; one call mixing them (or two GPUs) is refused naming
+ * both buffers; the p2p transport names GPU 1 by its PCI path. */
+static void childFakeMemTypes(void) {
+  setenv("FAKECUDA_DEVICES", "2", 1);
+  CHECK(collCudaLoad() == collSuccess, "fake driver did not load: %s", collLastErrorMessage());
+  CHECK(collDevCount() == 2, "collDevCount %d", collDevCount());
+  void *d0 = NULL, *d1 = NULL, *pinned = NULL;
+  CHECK(collDevSetCurrent(1) == collSuccess && collDevAlloc(&d1, 4096) == collSuccess, "GPU 1 alloc");
+  CHECK(collDevSetCurrent(0) == collSuccess && collDevAlloc(&d0, 4096) == collSuccess, "GPU 0 alloc");
+  CHECK(COLL_CU(cuMemHostAlloc)(&pinned, 4096, CU_MEMHOSTALLOC_DEVICEMAP) == CUDA_SUCCESS, "cuMemHostAlloc");
+  char* heap = malloc(64);
+  int x = 0;
+  collMemInfo mi;
+  CHECK(collMemQuery((char*)d0 + 4095, &mi) == collSuccess && mi.kind == COLL_MEM_DEVICE && mi.device == 0,
+        "GPU 0 memory: kind %d device %d", mi.kind, mi.device);
+  CHECK(collMemQuery(d1, &mi) == collSuccess && mi.kind == COLL_MEM_DEVICE && mi.device == 1,
+        "GPU 1 memory: kind %d device %d", mi.kind, mi.device);
+  CHECK(collMemQuery(pinned, &mi) == collSuccess && mi.kind == COLL_MEM_HOST && mi.pinned == 1, "pinned: %d %d",
+        mi.kind, mi.pinned);
+  CHECK(collMemQuery(heap, &mi) == collSuccess && mi.kind == COLL_MEM_HOST && !mi.pinned && mi.device == -1,
+        "malloc'ed memory: kind %d pinned %d device %d", mi.kind, mi.pinned, mi.device);
+  CHECK(collMemQuery(&x, &mi) == collSuccess && mi.kind == COLL_MEM_HOST && !mi.pinned, "stack memory");
+  CHECK(collMemQuery((char*)d0 + 4096, &mi) == collSuccess && mi.kind == COLL_MEM_HOST,
+        "one byte past a 4096-byte allocation is not device memory (kind %d)", mi.kind);
+  const char* names[2] = {"sendbuff", "recvbuff"};
+  const void* mixed[2] = {d0, heap};
+  CHECK(collMemCheckCall("collAllReduce", 2, mixed, names, NULL) == collInvalidArgument &&
+            HAS(collLastErrorMessage(), "collAllReduce: recvbuff is host memory but sendbuff is CUDA device memory "
+                                        "of GPU 0; all buffers of one call must be host memory or on one GPU"),
+        "mixed: %s", collLastErrorMessage());
+  const void* twoGpus[2] = {d0, d1};
+  CHECK(collMemCheckCall("collAllGather", 2, twoGpus, names, NULL) == collInvalidArgument &&
+            HAS(collLastErrorMessage(), "recvbuff is CUDA device memory of GPU 1 but sendbuff is CUDA device memory "
+                                        "of GPU 0"),
+        "two GPUs: %s", collLastErrorMessage());
+  const void* same[2] = {d0, (char*)d0 + 2048};
+  CHECK(collMemCheckCall("collAllReduce", 2, same, names, &mi) == collSuccess && mi.kind == COLL_MEM_DEVICE &&
+            mi.device == 0,
+        "one GPU refused: %s", collLastErrorMessage());
+  const void* hosts[2] = {pinned, heap};
+  CHECK(collMemCheckCall("collAllReduce", 2, hosts, names, &mi) == collSuccess && mi.kind == COLL_MEM_HOST,
+        "pinned and plain host memory refused: %s", collLastErrorMessage());
+  collNetProperties_t props;
+  CHECK(collNetP2p.init(NULL) == collSuccess, "p2p init: %s", collLastErrorMessage());
+  CHECK(collNetP2p.getProperties(1, &props) == collSuccess &&
+            strcmp(props.pciPath, "/sys/bus/pci/devices/0000:2a:00.0") == 0,
+        "GPU 1 pci path \"%s\"", props.pciPath);
+  collDevFree(d0), collDevFree(d1), COLL_CU(cuMemFreeHost)(pinned), free(heap);
+}
+
+static void test_fake_memtypes(void** st) {
+  (void)st;
+  NEED_FAKE();
+  runChild(COLL_FAKECUDA, childFakeMemTypes);
+}
+
+/* The loader's failures, each from the fake's knobs. */
+static void childFakeNoDevice(void) {
+  setenv("FAKECUDA_DEVICES", "0", 1);
+  expectEverythingFails(collSystemError, "CUDA: cuInit failed: CUDA_ERROR_NO_DEVICE (no CUDA-capable device is detected");
+}
+static void childFakeOldDriver(void) {
+  setenv("FAKECUDA_VERSION", "12080", 1);
+  char want[160];
+  snprintf(want, sizeof want, "CUDA: the driver supports CUDA 12.8, but coll's kernels were built with CUDA %d.%d",
+           CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
+  expectEverythingFails(collSystemError, want);
+}
+static void childFakeMissingEntry(void) {
+  setenv("FAKECUDA_MISSING", "cuMemMap", 1);
+  expectEverythingFails(collSystemError, "has no cuMemMap for CUDA");
+}
+static void test_fake_load_errors(void** st) {
+  (void)st;
+  NEED_FAKE();
+  runChild(COLL_FAKECUDA, childFakeNoDevice);
+  runChild(COLL_FAKECUDA, childFakeOldDriver);
+  runChild(COLL_FAKECUDA, childFakeMissingEntry);
+}
+
+/* Injected driver failures come back as collSystemError naming the call and
+ * the CUDA error; the calls before and after work. */
+static void childFakeInjected(void) {
+  setenv("FAKECUDA_FAIL", "cuMemAlloc:2,cuLaunchKernel:1,cuMemHostAlloc:1,cuMemcpyAsync:1:1", 1);
+  CHECK(collDevSetCurrent(0) == collSuccess, "set current: %s", collLastErrorMessage());
+  void *a = NULL, *b = NULL, *c = NULL;
+  CHECK(collDevAlloc(&a, 64) == collSuccess, "first alloc");
+  CHECK(collDevAlloc(&b, 64) == collSystemError && b == NULL, "second alloc did not fail");
+  CHECK(HAS(collLastErrorMessage(), "CUDA: cuMemAlloc of 64 bytes failed: CUDA_ERROR_OUT_OF_MEMORY (out of memory, "
+                                    "CUDA error 2)"),
+        "alloc message: %s", collLastErrorMessage());
+  CHECK(collDevAlloc(&c, 64) == collSuccess, "third alloc");
+  CHECK(collDevCopyAsync(c, a, 64, COLL_DEV_COPY_KERNEL, NULL) == collSystemError &&
+            HAS(collLastErrorMessage(), "CUDA: launching collDevCopy failed (kernels built for") &&
+            HAS(collLastErrorMessage(), "CUDA_ERROR_LAUNCH_FAILED"),
+        "launch: %s", collLastErrorMessage());
+  CHECK(collDevCopyAsync(c, a, 64, COLL_DEV_COPY_KERNEL, NULL) == collSuccess, "second launch");
+  CHECK(collDevCopyAsync(c, a, 64, COLL_DEV_COPY_ENGINE, NULL) == collSystemError &&
+            HAS(collLastErrorMessage(), "CUDA: cuMemcpyAsync failed: CUDA_ERROR_INVALID_VALUE"),
+        "copy engine: %s", collLastErrorMessage());
+  collDevGate* g = NULL;
+  CHECK(collDevGateCreate(&g) == collSystemError && g == NULL &&
+            HAS(collLastErrorMessage(), "cuMemHostAlloc of a stream gate failed: CUDA_ERROR_OUT_OF_MEMORY"),
+        "gate: %s", collLastErrorMessage());
+  CHECK(collDevGateCreate(&g) == collSuccess, "second gate: %s", collLastErrorMessage());
+  CHECK(COLL_CU(cuStreamSynchronize)(NULL) == CUDA_SUCCESS, "sync");
+  collDevGateDestroy(g);
+  collDevFree(a), collDevFree(c);
+}
+static void test_fake_injected_failures(void** st) {
+  (void)st;
+  NEED_FAKE();
+  runChild(COLL_FAKECUDA, childFakeInjected);
+}
+
+/* What makes the fake worth running: the host cannot touch device memory
+ * (a dereference faults at that address), and a kernel given host memory
+ * faults on the stream (CUDA_ERROR_ILLEGAL_ADDRESS, sticky), as on a GPU. */
+static volatile uintptr_t gFaultWant;
+static void onSegv(int sig, siginfo_t* si, void* uc) {
+  (void)sig, (void)uc;
+  _exit((uintptr_t)si->si_addr == gFaultWant ? 42 : 43);
+}
+static void childFakeHostTouch(void) {
+  void* d = NULL;
+  if (collDevSetCurrent(0) != collSuccess || collDevAlloc(&d, 4096) != collSuccess) _exit(2);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = onSegv;
+  sa.sa_flags = SA_SIGINFO;
+  sigaction(SIGSEGV, &sa, NULL);
+  gFaultWant = (uintptr_t)d + 8;
+  volatile char* p = (volatile char*)d + 8;
+  *p = 1; /* faults */
+  _exit(3);
+}
+static void childFakeKernelOnHost(void) {
+  void* d = NULL;
+  char host[256];
+  memset(host, 7, sizeof host);
+  CHECK(collDevSetCurrent(0) == collSuccess && collDevAlloc(&d, 256) == collSuccess, "alloc");
+  CHECK(collDevCopyAsync(d, host, sizeof host, COLL_DEV_COPY_KERNEL, NULL) == collSuccess, "launch is accepted");
+  CHECK(COLL_CU(cuStreamSynchronize)(NULL) == CUDA_ERROR_ILLEGAL_ADDRESS, "the kernel did not fault");
+  void* e = NULL;
+  CHECK(collDevAlloc(&e, 64) == collSystemError && HAS(collLastErrorMessage(), "CUDA_ERROR_ILLEGAL_ADDRESS"),
+        "the fault is not sticky: %s", collLastErrorMessage());
+}
+static void test_fake_catches_host_access(void** st) {
+  (void)st;
+  NEED_FAKE();
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    setenv("COLL_CUDA_LIBRARY", COLL_FAKECUDA, 1);
+    childFakeHostTouch();
+  }
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 42); /* SIGSEGV at the device address */
+  runChild(COLL_FAKECUDA, childFakeKernelOnHost);
+}
 #endif
 
 /* Error names: known codes by name (also without a driver), unknown ones
@@ -373,6 +549,8 @@ int main(void) {
 #ifdef COLL_HAVE_CUDA
       cmocka_unit_test(test_stub_driver), cmocka_unit_test(test_not_a_driver),
       cmocka_unit_test(test_sees_other_load), cmocka_unit_test(test_runtime),
+      cmocka_unit_test(test_fake_memtypes), cmocka_unit_test(test_fake_load_errors),
+      cmocka_unit_test(test_fake_injected_failures), cmocka_unit_test(test_fake_catches_host_access),
 #endif
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -6,8 +6,8 @@
  * host arrays to be CUDA device memory of GPU 0 or 1, managed memory, pinned
  * host memory, or a pointer whose query fails; since they are really host
  * memory, a call that the check lets through runs and writes them, which the
- * test sees. Device buffers are refused while no communicator can run device
- * work, naming the buffer; mixed types or two GPUs are refused naming both;
+ * test sees. Device buffers are refused while the CUDA driver cannot be
+ * used (not here: no driver), naming the buffer and why; mixed types or two GPUs are refused naming both;
  * pinned and plain host memory run as before, with exact results; buffers a
  * rank does not use (count 0, a non-root's broadcast sendbuff and reduce
  * recvbuff) are not looked at. Without the hook, no CUDA driver is mapped
@@ -78,9 +78,13 @@ static void expectUntouched(const char* what) {
       if (arrs[k][i] != 100 * (k + 1) + i) fail_msg("%s: array %d element %d is %d, was %d", what, k, i, arrs[k][i], 100 * (k + 1) + i);
 }
 
-static void expectMsg(collResult_t got, collResult_t want, const char* msg, const char* what) {
+static void expectMsg(collResult_t got, collResult_t want, const char* pattern, const char* what) {
   if (got != want) fail_msg("%s: returned %d (%s), expected %d", what, (int)got, collGetLastError(NULL), (int)want);
   const char* m = collGetLastError(NULL);
+  char msg[2048];
+  const char* at = strchr(pattern, '@');
+  if (at) snprintf(msg, sizeof msg, "%.*s%s%s", (int)(at - pattern), pattern, collCudaLoadMessage(), at + 1);
+  else snprintf(msg, sizeof msg, "%s", pattern);
   if (strcmp(m, msg) != 0) fail_msg("%s: message\n  \"%s\"\nexpected\n  \"%s\"", what, m, msg);
 }
 
@@ -99,9 +103,8 @@ static collResult_t issue(int k, const void* s, void* r, size_t count, collComm_
   }
 }
 
-#define HOSTONLY                                                                                                 \
-  "this communicator runs host memory only: coll has no device executor yet (the engine copies and reduces with " \
-  "host code); pass host memory (memory from cudaMallocHost or cudaHostRegister works)"
+/* "@" stands for why the driver cannot be used here (collCudaLoadMessage) */
+#define HOSTONLY "this communicator runs host memory only: @"
 #define MIXED "all buffers of one call must be host memory or on one GPU; this communicator runs host memory only"
 
 typedef struct {

@@ -152,8 +152,8 @@ static const size_t kDevSizes[] = {0, 1, 1000, 512u << 10, (512u << 10) + 1, 24u
 #ifdef COLL_HAVE_CUDA
 /* Sends kDevSizes from device memory over send comm s (the receiver may be
  * another thread or process). Returns 1 on any failure. */
-static int devSend(void* s, unsigned seed) {
-  if (collDevSetCurrent(0) != collSuccess) return 1;
+static int devSendOn(int dev, void* s, unsigned seed) {
+  if (collDevSetCurrent(dev) != collSuccess) return 1;
   CUdeviceptr d = 0;
   uint8_t* h = malloc(DEV_MAX);
   int bad = !h || COLL_CU(cuMemAlloc)(&d, DEV_MAX) != CUDA_SUCCESS;
@@ -171,8 +171,8 @@ static int devSend(void* s, unsigned seed) {
 
 /* Receives kDevSizes into device memory over recv comm r and checks every
  * byte and the guard behind it. Returns 1 on any failure. */
-static int devRecv(void* r, unsigned seed) {
-  if (collDevSetCurrent(0) != collSuccess) return 1;
+static int devRecvOn(int dev, void* r, unsigned seed) {
+  if (collDevSetCurrent(dev) != collSuccess) return 1;
   CUdeviceptr d = 0;
   uint8_t* h = malloc(DEV_MAX + GUARDB);
   int bad = !h || COLL_CU(cuMemAlloc)(&d, DEV_MAX + GUARDB) != CUDA_SUCCESS;
@@ -200,18 +200,21 @@ static int devRecv(void* r, unsigned seed) {
 }
 
 #else
-static int devSend(void* s, unsigned seed) { return (void)s, (void)seed, 1; }
-static int devRecv(void* r, unsigned seed) { return (void)r, (void)seed, 1; }
+static int devSendOn(int dev, void* s, unsigned seed) { return (void)dev, (void)s, (void)seed, 1; }
+static int devRecvOn(int dev, void* r, unsigned seed) { return (void)dev, (void)r, (void)seed, 1; }
 #endif
+static int devSend(void* s, unsigned seed) { return devSendOn(0, s, seed); }
+static int devRecv(void* r, unsigned seed) { return devRecvOn(0, r, seed); }
 
 typedef struct {
   void* comm;
   unsigned seed;
   int bad;
+  int dev;
 } devArg;
 static void* devSendThread(void* a) {
   devArg* x = a;
-  x->bad = devSend(x->comm, x->seed);
+  x->bad = devSendOn(x->dev, x->comm, x->seed);
   return NULL;
 }
 
@@ -220,7 +223,7 @@ static void test_device_buffers_threads(void** st) {
   NEED_GPU();
   netPair_t q;
   netMakePair(N, &q);
-  devArg a = {q.send, 100, 1};
+  devArg a = {q.send, 100, 1, 0};
   pthread_t t;
   assert_int_equal(pthread_create(&t, NULL, devSendThread, &a), 0);
   int bad = devRecv(q.recv, 100);
@@ -234,6 +237,51 @@ static void test_device_buffers_threads(void** st) {
   for (int k = 0; k < NDEV; k++) total += kDevSizes[k];
   assert_int_equal(s.bytes, total);
   netClosePair(N, &q);
+}
+
+/* Two GPUs (the fake driver's FAKECUDA_DEVICES=2 in CI): a sender on GPU 0
+ * and a receiver on GPU 1 in two threads; the receiver maps the ring of
+ * GPU 0 for GPU 1. Where GPU 1 cannot reach GPU 0 (cuDeviceCanAccessPeer
+ * 0), accept fails instead with a message naming both GPUs. */
+static void test_two_gpus(void** st) {
+  (void)st;
+  NEED_GPU();
+  if (collDevCount() < 2) {
+    print_message("skipped: needs 2 GPUs (this process sees %d)\n", collDevCount());
+    skip();
+  }
+#ifdef COLL_HAVE_CUDA
+  int can = -1;
+  assert_int_equal(COLL_CU(cuDeviceCanAccessPeer)(&can, 1, 0), CUDA_SUCCESS);
+  char h[COLL_NET_HANDLE_BYTES];
+  void *l = NULL, *s = NULL, *r = NULL;
+  assert_int_equal(N->listen(1, h, &l), collSuccess);
+  assert_int_equal(N->connect(0, h, &s), collSuccess);
+  collResult_t rc = collSuccess;
+  for (int i = 0; i < 5000 && !r && rc == collSuccess; i++)
+    if ((rc = N->accept(l, &r)) == collSuccess && !r) usleep(1000);
+  if (!can) {
+    assert_int_equal(rc, collSystemError);
+    assert_null(r);
+    assert_non_null(strstr(collGetLastError(NULL), "p2p accept: GPU 1 cannot read the ring on GPU 0 (peer access not possible)"));
+  } else {
+    assert_int_equal(rc, collSuccess);
+    assert_non_null(r);
+    collP2pStats ss;
+    collP2pGetStats(r, &ss);
+    assert_int_equal(ss.device, 1);
+    devArg a = {s, 400, 1, 0};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, devSendThread, &a), 0);
+    int bad = devRecvOn(1, r, 400);
+    pthread_join(t, NULL);
+    assert_int_equal(a.bad, 0);
+    assert_int_equal(bad, 0);
+    assert_int_equal(N->closeRecv(r), collSuccess);
+  }
+  assert_int_equal(N->closeSend(s), collSuccess);
+  assert_int_equal(N->closeListen(l), collSuccess);
+#endif
 }
 
 /* ---- another process ----------------------------------------------------------- */
@@ -282,9 +330,12 @@ static pid_t spawnPeer(const char* mode, const char* arg, int* rd) {
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {
-    if (rd) {
-      dup2(p[1], 3);
+    if (rd) { /* the read end first: it may be fd 3 itself */
       close(p[0]);
+      if (p[1] != 3) {
+        dup2(p[1], 3);
+        close(p[1]);
+      }
     }
     execl(gSelf, gSelf, "--p2p-peer", mode, arg ? arg : "-", (char*)NULL);
     _exit(127);
@@ -395,6 +446,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_pool_and_oversize),
       cmocka_unit_test(test_peer_close_send),
       cmocka_unit_test(test_device_buffers_threads),
+      cmocka_unit_test(test_two_gpus),
       cmocka_unit_test(test_device_buffers_processes),
       cmocka_unit_test(test_killed_receiver),
   };

@@ -1,0 +1,23 @@
+# Device buffers run on the fake CUDA driver (tests/fakecuda) in CI: the
+# case skips (77) where no driver can be loaded. COLL_CUDA_STAGE_CHUNK=4096
+# makes the 5000-element calls several pipelined pieces.
+set_tests_properties(cases.${name} PROPERTIES SKIP_RETURN_CODE 77)
+set(_i16_env "COLL_SOCKET_IFNAME=lo;COLL_CUDA_STAGE_CHUNK=4096")
+# the fake driver when it is built (tests/fakecuda: added after this
+# directory, hence the generator expression), else the system's
+set(_i16_env "${_i16_env};COLL_CUDA_LIBRARY=$<$<TARGET_EXISTS:collfakecuda>:$<TARGET_FILE:collfakecuda>>$<$<NOT:$<TARGET_EXISTS:collfakecuda>>:libcuda.so.1>")
+set_tests_properties(cases.${name} PROPERTIES ENVIRONMENT "${_i16_env}")
+foreach(_v "threads;3" "procs;2" "procs;4")
+  list(GET _v 0 _m)
+  list(GET _v 1 _n)
+  add_test(NAME cases.${name}.${_m}${_n} COMMAND case_${name} ${_m} ${_n})
+  set_tests_properties(cases.${name}.${_m}${_n} PROPERTIES TIMEOUT 300 LABELS cases SKIP_RETURN_CODE 77
+                       ENVIRONMENT "${_i16_env}")
+endforeach()
+# over tcp instead of shared memory, and with every fake stream operation delayed
+add_test(NAME cases.${name}.tcp COMMAND case_${name} procs 2)
+set_tests_properties(cases.${name}.tcp PROPERTIES TIMEOUT 300 LABELS cases SKIP_RETURN_CODE 77
+                     ENVIRONMENT "${_i16_env};COLL_SHM_DISABLE=1")
+add_test(NAME cases.${name}.delay COMMAND case_${name} threads 2)
+set_tests_properties(cases.${name}.delay PROPERTIES TIMEOUT 300 LABELS cases SKIP_RETURN_CODE 77
+                     ENVIRONMENT "${_i16_env};FAKECUDA_DELAY_US=1000")
