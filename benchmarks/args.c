@@ -334,6 +334,11 @@ int benchParseArgs(int argc, char** argv, benchOpts_t* o) {
             o->iters);
     return -1;
   }
+  if (o->device == BENCH_DEV_CUDA && o->streamNull && o->nthreads > 1) {
+    fprintf(stderr, "-y 1 with -t %d and --device cuda: the rank threads of one process would queue on one legacy "
+                    "default stream per GPU and wait for each other; use -y 0 (a stream per rank)\n", o->nthreads);
+    return -1;
+  }
   if ((o->launchTimeout = launchTimeout(o)) < 0) return -1;
   if (minBusBw(&o->minBusBw) != 0) return -1;
   return 0;

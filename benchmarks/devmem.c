@@ -29,27 +29,29 @@ typedef void* CUstream;
 #define CU_OK 0
 #define CU_NO_DEVICE 100
 
-#define BENCH_CU_FNS(X)                                                                         \
-  X(cuInit, "cuInit", CUresult, (unsigned))                                                     \
-  X(cuGetErrorName, "cuGetErrorName", CUresult, (CUresult, const char**))                       \
-  X(cuGetErrorString, "cuGetErrorString", CUresult, (CUresult, const char**))                   \
-  X(cuDeviceGetCount, "cuDeviceGetCount", CUresult, (int*))                                     \
-  X(cuDeviceGet, "cuDeviceGet", CUresult, (CUdevice*, int))                                     \
-  X(cuDeviceGetName, "cuDeviceGetName", CUresult, (char*, int, CUdevice))                       \
-  X(cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", CUresult, (char*, int, CUdevice))               \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult, (CUcontext*, CUdevice))     \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult, (CUcontext))                                  \
-  X(cuCtxSynchronize, "cuCtxSynchronize", CUresult, (void))                                     \
-  X(cuMemAlloc, "cuMemAlloc_v2", CUresult, (CUdeviceptr*, size_t))                              \
-  X(cuMemFree, "cuMemFree_v2", CUresult, (CUdeviceptr))                                         \
-  X(cuMemsetD8, "cuMemsetD8_v2", CUresult, (CUdeviceptr, unsigned char, size_t))                \
-  X(cuMemcpyHtoD, "cuMemcpyHtoD_v2", CUresult, (CUdeviceptr, const void*, size_t))              \
-  X(cuMemcpyDtoH, "cuMemcpyDtoH_v2", CUresult, (void*, CUdeviceptr, size_t))                    \
-  X(cuStreamCreate, "cuStreamCreate", CUresult, (CUstream*, unsigned))                          \
-  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult, (CUstream))                           \
-  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult, (CUstream))
+/* X(name, dlsym name, required, return type, arguments): a subset of what
+ * libcoll's loader takes (so a driver that serves libcoll serves these
+ * programs too, the fake one of tests/fakecuda included); copies use
+ * cuMemcpy with unified addressing (host pointers are host memory). */
+#define BENCH_CU_FNS(X)                                                                            \
+  X(cuInit, "cuInit", 1, CUresult, (unsigned))                                                     \
+  X(cuGetErrorName, "cuGetErrorName", 0, CUresult, (CUresult, const char**))                       \
+  X(cuGetErrorString, "cuGetErrorString", 0, CUresult, (CUresult, const char**))                   \
+  X(cuDeviceGetCount, "cuDeviceGetCount", 1, CUresult, (int*))                                     \
+  X(cuDeviceGet, "cuDeviceGet", 1, CUresult, (CUdevice*, int))                                     \
+  X(cuDeviceGetName, "cuDeviceGetName", 0, CUresult, (char*, int, CUdevice))                       \
+  X(cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", 0, CUresult, (char*, int, CUdevice))               \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 1, CUresult, (CUcontext*, CUdevice))     \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", 1, CUresult, (CUcontext))                                  \
+  X(cuMemAlloc, "cuMemAlloc_v2", 1, CUresult, (CUdeviceptr*, size_t))                              \
+  X(cuMemFree, "cuMemFree_v2", 1, CUresult, (CUdeviceptr))                                         \
+  X(cuMemsetD8Async, "cuMemsetD8Async", 1, CUresult, (CUdeviceptr, unsigned char, size_t, CUstream)) \
+  X(cuMemcpy, "cuMemcpy", 1, CUresult, (CUdeviceptr, CUdeviceptr, size_t))                         \
+  X(cuStreamCreate, "cuStreamCreate", 1, CUresult, (CUstream*, unsigned))                          \
+  X(cuStreamSynchronize, "cuStreamSynchronize", 1, CUresult, (CUstream))                           \
+  X(cuStreamDestroy, "cuStreamDestroy_v2", 1, CUresult, (CUstream))
 
-#define BENCH_CU_PFN(name, sym, ret, args) ret(*name) args;
+#define BENCH_CU_PFN(name, sym, req, ret, args) ret(*name) args;
 static struct {
   BENCH_CU_FNS(BENCH_CU_PFN)
 } cu;
@@ -98,13 +100,13 @@ static void loadDriver(void) {
   }
   typedef CUresult (*getProc_t)(const char*, void**, int, unsigned long long, int*);
   getProc_t getProc = (getProc_t)dlsym(h, "cuGetProcAddress_v2");
-#define BENCH_CU_RESOLVE(name, sym, ret, args)                                                 \
+#define BENCH_CU_RESOLVE(name, sym, req, ret, args)                                            \
   {                                                                                             \
     void* p = NULL;                                                                             \
     int st = 0;                                                                                 \
     if (!getProc || getProc(#name, &p, 12000, 0, &st) != CU_OK) p = NULL;                       \
     if (!p) p = dlsym(h, sym);                                                                  \
-    if (!p) {                                                                                   \
+    if (!p && req) {                                                                            \
       fail("the CUDA driver %s lacks %s", lib, sym);                                            \
       goto out;                                                                                 \
     }                                                                                           \
@@ -176,8 +178,10 @@ int benchDevUse(int device, char* desc, size_t descLen, char* bus, size_t busLen
   CUCHECK(cu.cuDeviceGet(&d, device), "cuDeviceGet");
   CUCHECK(cu.cuDevicePrimaryCtxRetain(&ctx, d), "cuDevicePrimaryCtxRetain");
   CUCHECK(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
-  if (desc && cu.cuDeviceGetName(desc, (int)descLen, d) != CU_OK) snprintf(desc, descLen, "GPU %d", device);
-  if (bus && cu.cuDeviceGetPCIBusId(bus, (int)busLen, d) != CU_OK) snprintf(bus, busLen, "?");
+  if (desc && (!cu.cuDeviceGetName || cu.cuDeviceGetName(desc, (int)descLen, d) != CU_OK))
+    snprintf(desc, descLen, "GPU %d", device);
+  if (bus && (!cu.cuDeviceGetPCIBusId || cu.cuDeviceGetPCIBusId(bus, (int)busLen, d) != CU_OK))
+    snprintf(bus, busLen, "?");
   return 0;
 }
 
@@ -186,10 +190,11 @@ int benchDevAlloc(void** p, size_t bytes) {
   char what[96];
   snprintf(what, sizeof what, "cuMemAlloc of %zu bytes", bytes);
   CUCHECK(cu.cuMemAlloc(&d, bytes), what);
-  CUresult r = cu.cuMemsetD8(d, 0, bytes);
+  CUresult r = cu.cuMemsetD8Async(d, 0, bytes, NULL);
+  if (r == CU_OK) r = cu.cuStreamSynchronize(NULL);
   if (r != CU_OK) {
     cu.cuMemFree(d);
-    return cuFail(r, "cuMemsetD8");
+    return cuFail(r, "cuMemsetD8Async");
   }
   *p = (void*)(uintptr_t)d;
   return 0;
@@ -200,21 +205,25 @@ void benchDevFree(void* p) {
 }
 
 int benchDevToDevice(void* dst, const void* src, size_t bytes) {
-  CUCHECK(cu.cuMemcpyHtoD((CUdeviceptr)(uintptr_t)dst, src, bytes), "cuMemcpyHtoD");
+  CUCHECK(cu.cuMemcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes), "cuMemcpy to the GPU");
   /* from pageable memory the copy may return before its DMA ends: the
-   * collective's first read must see every byte */
-  CUCHECK(cu.cuCtxSynchronize(), "cuCtxSynchronize");
+   * collective's first read must see every byte (the copy runs on the
+   * legacy default stream) */
+  CUCHECK(cu.cuStreamSynchronize(NULL), "cuStreamSynchronize (legacy stream)");
   return 0;
 }
 
 int benchDevToHost(void* dst, const void* src, size_t bytes) {
-  CUCHECK(cu.cuMemcpyDtoH(dst, (CUdeviceptr)(uintptr_t)src, bytes), "cuMemcpyDtoH");
+  CUCHECK(cu.cuMemcpy((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, bytes), "cuMemcpy to the host");
   return 0;
 }
 
 int benchDevStreamCreate(void** stream) {
   CUstream s = NULL;
-  CUCHECK(cu.cuStreamCreate(&s, 0), "cuStreamCreate");
+  /* non-blocking, as nccl-tests': the copies of the checks run on the legacy
+   * stream, which would otherwise wait for every rank thread's stream, and
+   * those wait for this rank's next call (ranks as threads deadlocked) */
+  CUCHECK(cu.cuStreamCreate(&s, 1 /* CU_STREAM_NON_BLOCKING */), "cuStreamCreate");
   *stream = s;
   return 0;
 }

@@ -38,7 +38,8 @@ void benchDevFree(void* p);
 int benchDevToDevice(void* dst, const void* src, size_t bytes);
 int benchDevToHost(void* dst, const void* src, size_t bytes);
 
-/* A CUDA stream (a CUstream, which is a cudaStream_t) and host waits on it. */
+/* A CUDA stream (a CUstream, which is a cudaStream_t; non-blocking: it does
+ * not wait for the legacy default stream) and host waits on it. */
 int benchDevStreamCreate(void** stream);
 int benchDevStreamSync(void* stream);
 void benchDevStreamDestroy(void* stream);

@@ -23,6 +23,8 @@ typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 
 static atomic_long nHtoD, nDtoH, nSync, nAlloc, nFree;
+/* which way a copy goes: the allocations of cuMemAlloc_v2 are "device" */
+static _Atomic(size_t) devLo[64], devHi[64];
 
 
 collResult_t collStreamCreateCuda(collComm_t comm, void* cudaStream, collStream_t* stream) {
@@ -39,26 +41,42 @@ CUresult cuDeviceGetName(char* s, int len, int d) { (void)d; snprintf(s, (size_t
 CUresult cuDeviceGetPCIBusId(char* s, int len, int d) { (void)d; snprintf(s, (size_t)len, "0000:00:00.0"); return 0; }
 CUresult cuDevicePrimaryCtxRetain(void** c, int d) { (void)d; *c = (void*)&nAlloc; return 0; }
 CUresult cuCtxSetCurrent(void* c) { (void)c; return 0; }
-CUresult cuCtxSynchronize(void) { return 0; }
 CUresult cuMemAlloc_v2(CUdeviceptr* p, size_t n) {
   void* m = malloc(n);
   if (!m) return 2;
-  nAlloc++;
+  long k = nAlloc++;
+  if (k < 64) {
+    devLo[k] = (size_t)m;
+    devHi[k] = (size_t)m + n;
+  }
   *p = (CUdeviceptr)(size_t)m;
   return 0;
 }
 CUresult cuMemFree_v2(CUdeviceptr p) { nFree++; free((void*)(size_t)p); return 0; }
-CUresult cuMemsetD8_v2(CUdeviceptr p, unsigned char v, size_t n) { memset((void*)(size_t)p, v, n); return 0; }
-CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void* s, size_t n) { nHtoD++; memcpy((void*)(size_t)d, s, n); return 0; }
-CUresult cuMemcpyDtoH_v2(void* d, CUdeviceptr s, size_t n) {
-  nDtoH++;
-  memcpy(d, (const void*)(size_t)s, n);
+CUresult cuMemsetD8Async(CUdeviceptr p, unsigned char v, size_t n, void* s) {
+  (void)s;
+  memset((void*)(size_t)p, v, n);
+  return 0;
+}
+static int isDev(size_t p) {
+  for (int i = 0; i < 64; i++)
+    if (p >= devLo[i] && p < devHi[i]) return 1;
+  return 0;
+}
+CUresult cuMemcpy(CUdeviceptr d, CUdeviceptr s, size_t n) {
+  int toHost = isDev((size_t)s) && !isDev((size_t)d);
+  if (toHost) nDtoH++;
+  else nHtoD++;
+  memcpy((void*)(size_t)d, (const void*)(size_t)s, n);
   const char* c = getenv("FAKE_CUDA_CORRUPT");
-  if (c && *c == '1' && n) ((unsigned char*)d)[0] ^= 0x5A;
+  if (toHost && c && *c == '1' && n) ((unsigned char*)(size_t)d)[0] ^= 0x5A;
   return 0;
 }
 CUresult cuStreamCreate(void** s, unsigned f) { (void)f; *s = malloc(1); return *s ? 0 : 2; }
-CUresult cuStreamSynchronize(void* s) { (void)s; nSync++; return 0; }
+CUresult cuStreamSynchronize(void* s) {
+  if (s) nSync++; /* the legacy stream's waits after copies are not counted */
+  return 0;
+}
 CUresult cuStreamDestroy_v2(void* s) {
   free(s);
   fprintf(stderr, "fake_cuda: htod %ld dtoh %ld stream_sync %ld alloc %ld free %ld\n", (long)nHtoD, (long)nDtoH,

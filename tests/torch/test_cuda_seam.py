@@ -195,6 +195,25 @@ class CudaSeamTest(unittest.TestCase):
         finally:
             _lib.lib.collCommDestroy(comm)
 
+    def test_real_seam_on_fake_driver(self):
+        """collStreamCreateCuda through the shim's real seam, on tests/fakecuda's driver (CUDA builds)."""
+        import subprocess
+        lib = os.environ.get("COLL_LIBRARY", "")
+        fake = os.path.join(os.path.dirname(lib), "tests", "fakecuda", "libcollfakecuda.so")
+        if not lib or not os.path.exists(fake):
+            self.skipTest("no fake CUDA driver next to %s (a build without CUDA)" % (lib or "libcoll.so"))
+        code = ("from torch_coll import _cuda, _lib\n"
+                "comm = _lib.comm_init_rank(_lib.get_unique_id(), 1, 0)\n"
+                "s = _cuda.stream_create_cuda(comm, 0)\n"
+                "assert s is not None\n"
+                "print('query', _lib.lib.collStreamQuery(s))\n"
+                "_lib.lib.collStreamDestroy(s)\n"
+                "_lib.lib.collCommDestroy(comm)\n")
+        env = dict(os.environ, COLL_CUDA_LIBRARY=fake, PYTHONPATH=os.path.join(harness.REPO, "python"))
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("query 0", out.stdout)
+
     def test_register_devices(self):
         harness.setup_paths()
         import inspect
