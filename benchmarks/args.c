@@ -54,13 +54,16 @@ static void usage(FILE* f, const char* prog) {
           "[-M,--memory <0/1>] report memory usage \n\t"
           "[-u,--unalign <elements>] \n\t"
           "[--show_algo <0/1>] print the algorithm the tuner chose on each row \n\t"
+          "[--device <cpu/cuda>] buffers in host memory (default) or on the GPU \n\t"
           "[-h,--help]\n"
           "\n"
           "Launch: -np N forks N rank processes on this host (no MPI needed); under mpirun,\n"
           "srun or torchrun each process is one rank. The -np parent kills the ranks after\n"
           "COLL_TESTS_LAUNCH_TIMEOUT seconds (default %d; no limit with -N 0 unless it is set;\n"
           "0 = no limit). COLL_TESTS_MIN_BW=<GB/s>: fail if the average bus bandwidth is\n"
-          "below 90%% of it.\n",
+          "below 90%% of it. COLL_TESTS_DEVICE=cuda: as --device cuda (nccl-tests scripts\n"
+          "unchanged on GPUs). --device cuda: the local rank r uses GPU r %% count, the\n"
+          "calls run on a CUDA stream (collStreamCreateCuda), timed as nccl-tests does.\n",
           prog, DEFAULT_LAUNCH_TIMEOUT);
 }
 
@@ -168,7 +171,18 @@ static int minBusBw(double* out) {
   return 0;
 }
 
-enum { OPT_CSV = 1000, OPT_SHOW_ALGO };
+enum { OPT_CSV = 1000, OPT_SHOW_ALGO, OPT_DEVICE };
+
+/* --device / COLL_TESTS_DEVICE: "cpu" (host memory) or "cuda" (GPU). */
+static int parseDevice(const char* s, const char* what, benchOpts_t* o) {
+  if (strcmp(s, "cpu") == 0 || strcmp(s, "host") == 0) o->device = BENCH_DEV_HOST;
+  else if (strcmp(s, "cuda") == 0 || strcmp(s, "gpu") == 0) o->device = BENCH_DEV_CUDA;
+  else {
+    fprintf(stderr, "invalid value '%s' for %s (cpu or cuda)\n", s, what);
+    return -1;
+  }
+  return 0;
+}
 
 int benchParseArgs(int argc, char** argv, benchOpts_t* o) {
   *o = (benchOpts_t){.nthreads = 1, .ngpus = 1, .nprocs = 1,
@@ -186,6 +200,8 @@ int benchParseArgs(int argc, char** argv, benchOpts_t* o) {
   memcpy(copy, argv, sizeof(char*) * (size_t)(argc + 1)); /* -J records the original */
   argv = copy;
   if (extractNprocs(&argc, argv, o)) return -1;
+  const char* envDev = getenv("COLL_TESTS_DEVICE");
+  if (envDev && *envDev && parseDevice(envDev, "COLL_TESTS_DEVICE", o)) return -1;
   static const struct option longopts[] = {
       {"nthreads", required_argument, 0, 't'},
       {"ngpus", required_argument, 0, 'g'},
@@ -220,6 +236,7 @@ int benchParseArgs(int argc, char** argv, benchOpts_t* o) {
       {"unalign", required_argument, 0, 'u'},
       {"csv", required_argument, 0, OPT_CSV},
       {"show_algo", required_argument, 0, OPT_SHOW_ALGO},
+      {"device", required_argument, 0, OPT_DEVICE},
       {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
   int c;
@@ -253,10 +270,12 @@ int benchParseArgs(int argc, char** argv, benchOpts_t* o) {
       case 'u': if (parseInt(a, "-u", 0, 1L << 20, &v)) return -1; o->unalign = (int)v; break;
       case 'J': o->jsonPath = a; break;
       case OPT_CSV: o->csvPath = a; break;
+      case OPT_DEVICE: if (parseDevice(a, "--device", o)) return -1; break;
       case OPT_SHOW_ALGO: if (parseInt(a, "--show_algo", 0, 1, &v)) return -1; o->showAlgo = (int)v; break;
       case 'G':
         if (parseInt(a, "-G", 0, 1L << 30, &v)) return -1;
-        if (v) noteIgnored(o, "-G", a, "CUDA graphs need GPU buffers; these runs use host memory (graph: 0)");
+        if (v) noteIgnored(o, "-G", a, o->device == BENCH_DEV_CUDA ? "coll does not capture CUDA graphs yet (graph: 0)"
+                                      : "CUDA graphs need GPU buffers; these runs use host memory (graph: 0)");
         break;
       case 'R':
         if (parseInt(a, "-R", 0, 2, &v)) return -1;
@@ -313,6 +332,11 @@ int benchParseArgs(int argc, char** argv, benchOpts_t* o) {
   if (o->perIter && o->perIterSkip >= o->iters) {
     fprintf(stderr, "-K %d leaves no iteration of -n %d for the per-iteration statistics\n", o->perIterSkip,
             o->iters);
+    return -1;
+  }
+  if (o->device == BENCH_DEV_CUDA && o->streamNull && o->nthreads > 1) {
+    fprintf(stderr, "-y 1 with -t %d and --device cuda: the rank threads of one process would queue on one legacy "
+                    "default stream per GPU and wait for each other; use -y 0 (a stream per rank)\n", o->nthreads);
     return -1;
   }
   if ((o->launchTimeout = launchTimeout(o)) < 0) return -1;

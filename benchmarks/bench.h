@@ -61,6 +61,8 @@ void benchWriteElem(const typeInfo_t* t, void* buf, size_t j, int64_t v);
 int benchMatches(const typeInfo_t* t, const void* buf, size_t j, int64_t v, int looseAvg);
 
 /* ---- options (args.c) --------------------------------------------------- */
+enum { BENCH_DEV_HOST = 0, BENCH_DEV_CUDA = 1 };
+
 typedef struct {
   int nthreads, ngpus, nprocs;
   size_t minBytes, maxBytes, stepBytes, stepFactor;
@@ -75,6 +77,7 @@ typedef struct {
   int timestamps;      /* -S: timestamp column */
   int memReport;       /* -M: memory usage line */
   int showAlgo;        /* --show_algo: the algorithm each row ran (flight recorder) */
+  int device;          /* --device: BENCH_DEV_HOST (default) or BENCH_DEV_CUDA */
   const char* jsonPath; /* -J */
   const char* csvPath;  /* --csv */
   int launchTimeout;   /* -np: seconds, 0 = none */
@@ -101,6 +104,16 @@ typedef struct {
   char* recv;          /* (maxBytes + unalign + CANARY_BYTES) */
   char* sendBase;      /* ... and shifted by -u elements of the current type */
   char* recvBase;
+  /* --device cuda: send/recv are GPU memory, these their host mirrors (the
+   * checks fill and read them, copied to and from the GPU); host: the same
+   * pointers as send/recv */
+  char* hsend;
+  char* hrecv;
+  void* cuStream;      /* --device cuda: the CUDA stream the calls run on */
+  int localRank;       /* index among the ranks on this host */
+  int gpu;             /* --device cuda: the GPU ordinal used */
+  char gpuName[64];    /* "NVIDIA H200" */
+  char gpuBus[20];     /* "0000:1B:00.0" */
   size_t maxBytes;
   size_t bufBytes;     /* bytes allocated for both buffers */
   uint64_t seed;

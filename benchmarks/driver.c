@@ -11,6 +11,14 @@
  * operation is collated across ranks per -a. With -I each iteration is
  * completed before the next one starts and timed alone.
  *
+ * --device cuda (devmem.h): the buffers are GPU memory and every call runs
+ * on one CUDA stream wrapped by collStreamCreateCuda (-y 1: the legacy
+ * default stream); "completion" is then, as in nccl-tests, the host waiting
+ * for that stream (after collStreamSynchronize, which returns the call's
+ * error, if any, in bounded time). The checks write the inputs into host
+ * mirrors, copy them to the GPU, and copy the receive buffer (with its guard
+ * zone) back before comparing.
+ *
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #include <math.h>
@@ -22,7 +30,14 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "devmem.h"
 #include "launch.h"
+
+/* libcoll's since issue 16 (CUDA builds; a host-only build refuses it):
+ * weak, so that these programs link and run host sweeps against any libcoll,
+ * and --device cuda says so when the library lacks it. */
+extern collResult_t collStreamCreateCuda(collComm_t comm, void* cudaStream, collStream_t* stream)
+    __attribute__((weak));
 
 void benchPrintf(const rankCtx_t* ctx, const char* fmt, ...) {
   if (ctx->rank != 0) return;
@@ -64,6 +79,10 @@ static int startColl(rankCtx_t* ctx, const testCase_t* tc) {
 /* Waits for every issued operation. */
 static int complete(rankCtx_t* ctx) {
   if (ctx->stream) BCHECK(ctx, "collStreamSynchronize", collStreamSynchronize(ctx->stream));
+  if (ctx->o->device == BENCH_DEV_CUDA && benchDevStreamSync(ctx->cuStream)) {
+    fprintf(stderr, "coll-tests: rank %d: %s\n", ctx->rank, benchDevError());
+    return -1;
+  }
   return 0;
 }
 
@@ -126,6 +145,7 @@ static int timeColl(rankCtx_t* ctx, const testCase_t* tc, benchResult_t* res) {
     if (o->agg > 1) collGroupStart();
     for (int a = 0; a < o->agg && rc == 0; a++) {
       rc = startColl(ctx, tc);
+      if (rc == 0 && o->blocking && o->agg == 1 && o->device == BENCH_DEV_CUDA) rc = complete(ctx);
       if (rc == 0 && o->blocking == 1 && o->agg == 1) rc = barrier(ctx);
     }
     if (o->agg > 1) {
@@ -134,6 +154,7 @@ static int timeColl(rankCtx_t* ctx, const testCase_t* tc, benchResult_t* res) {
         benchFailed(ctx, "collGroupEnd", r);
         rc = -1;
       }
+      if (rc == 0 && o->blocking && o->device == BENCH_DEV_CUDA) rc = complete(ctx);
       if (rc == 0 && o->blocking == 1) rc = barrier(ctx);
     }
     if (rc == 0 && iterT) {
@@ -169,12 +190,27 @@ static int checkOnce(rankCtx_t* ctx, const testCase_t* tc, int64_t* wrong) {
   }
   char *sendp, *recvp;
   bufPtrs(ctx, tc, &sendp, &recvp);
+  /* the same places in the host mirrors */
+  char* hRecvBase = ctx->hrecv + (ctx->recvBase - ctx->recv);
+  char* hSendBase = ctx->hsend + (ctx->sendBase - ctx->send);
+  int inRecv = sendp >= ctx->recvBase && sendp < ctx->recvBase + end;
+  char* hsendp = inRecv ? hRecvBase + (sendp - ctx->recvBase) : hSendBase + (sendp - ctx->sendBase);
+  char* hrecvp = hRecvBase + (recvp - ctx->recvBase);
   uint64_t seed = ++ctx->seed;
-  memset(ctx->recvBase, POISON_BYTE, end);
+  memset(hRecvBase, POISON_BYTE, end);
   for (size_t i = 0; i < tc->n.sendCount; i++)
-    benchWriteElem(t, sendp, i, benchGenValue(t, tc->op, ctx->nranks, ctx->rank, i, seed));
-  for (int k = 0; k < CANARY_BYTES; k++) ctx->recvBase[end + k] = (char)(0xC3 ^ (k * 29));
+    benchWriteElem(t, hsendp, i, benchGenValue(t, tc->op, ctx->nranks, ctx->rank, i, seed));
+  for (int k = 0; k < CANARY_BYTES; k++) hRecvBase[end + k] = (char)(0xC3 ^ (k * 29));
+  if (ctx->o->device == BENCH_DEV_CUDA &&
+      ((!inRecv && benchDevToDevice(sendp, hsendp, sendBytes)) || benchDevToDevice(ctx->recvBase, hRecvBase, end + CANARY_BYTES))) {
+    fprintf(stderr, "coll-tests: rank %d: writing the inputs to the GPU: %s\n", ctx->rank, benchDevError());
+    return -1;
+  }
   if (startColl(ctx, tc) || complete(ctx)) return -1;
+  if (ctx->o->device == BENCH_DEV_CUDA && benchDevToHost(hRecvBase, ctx->recvBase, end + CANARY_BYTES)) {
+    fprintf(stderr, "coll-tests: rank %d: reading the results from the GPU: %s\n", ctx->rank, benchDevError());
+    return -1;
+  }
 
   int looseAvg = tc->op == collAvg && (ctx->nranks & (ctx->nranks - 1)) != 0 ? ctx->nranks : 0;
   int64_t bad = 0;
@@ -187,10 +223,10 @@ static int checkOnce(rankCtx_t* ctx, const testCase_t* tc, int64_t* wrong) {
       case BENCH_SRC_ALL: want = benchReduceAll(t, tc->op, ctx->nranks, idx, seed); break;
       default: continue;
     }
-    if (!benchMatches(t, recvp, j, want, looseAvg)) bad++;
+    if (!benchMatches(t, hrecvp, j, want, looseAvg)) bad++;
   }
   for (int k = 0; k < CANARY_BYTES; k++)
-    if (ctx->recvBase[end + k] != (char)(0xC3 ^ (k * 29))) bad++;
+    if (hRecvBase[end + k] != (char)(0xC3 ^ (k * 29))) bad++;
   *wrong = bad;
   return 0;
 }
@@ -310,10 +346,75 @@ static int allocBuffers(rankCtx_t* ctx) {
   }
   memset(s, 0, bytes);
   memset(r, 0, bytes + CANARY_BYTES);
-  ctx->send = s;
-  ctx->recv = r;
+  ctx->send = ctx->hsend = s;
+  ctx->recv = ctx->hrecv = r;
   ctx->bufBytes = 2 * bytes + CANARY_BYTES;
+  if (ctx->o->device != BENCH_DEV_CUDA) return 0;
+  void *ds = NULL, *dr = NULL;
+  if (benchDevAlloc(&ds, bytes) || benchDevAlloc(&dr, bytes + CANARY_BYTES)) {
+    fprintf(stderr, "coll-tests: rank %d: cannot allocate 2 x %zu bytes on GPU %d: %s\n", ctx->rank, bytes, ctx->gpu,
+            benchDevError());
+    benchDevFree(ds);
+    return -1;
+  }
+  ctx->send = ds;
+  ctx->recv = dr;
   return 0;
+}
+
+/* Agrees on ok (1) across ranks: 0 when any rank failed. */
+static int allOk(rankCtx_t* ctx, int ok, int* all) {
+  int32_t v = ok;
+  BCHECK(ctx, "agreeing on the GPU setup (collAllReduce)", collAllReduce(&v, &v, 1, collInt32, collMin, ctx->comm, NULL));
+  *all = v;
+  return 0;
+}
+
+/* Index of this rank among the ranks on its host (hostnames exchanged). */
+static int findLocalRank(rankCtx_t* ctx) {
+  char me[64] = "";
+  gethostname(me, sizeof me - 1);
+  char* all = calloc((size_t)ctx->nranks, sizeof me);
+  if (!all) return -1;
+  collResult_t r = collAllGather(me, all, sizeof me, collInt8, ctx->comm, NULL);
+  if (r != collSuccess) {
+    free(all);
+    benchFailed(ctx, "exchanging host names (collAllGather)", r);
+    return -1;
+  }
+  ctx->localRank = 0;
+  for (int i = 0; i < ctx->rank; i++) ctx->localRank += strcmp(all + (size_t)i * sizeof me, me) == 0;
+  free(all);
+  return 0;
+}
+
+/* --device cuda: GPU localRank % count current on this thread, a CUDA
+ * stream, and the coll stream wrapping it. Collective: every rank learns
+ * whether all succeeded (no rank waits for one that gave up). */
+static int openDevice(rankCtx_t* ctx) {
+  int n = 0, ok = 1, all = 0;
+  char why[600] = "";
+  if (findLocalRank(ctx)) return -1;
+  if (benchDevLoad(&n) || (ctx->gpu = ctx->localRank % n,
+                           benchDevUse(ctx->gpu, ctx->gpuName, sizeof ctx->gpuName, ctx->gpuBus, sizeof ctx->gpuBus)) ||
+      benchDevStreamCreate(&ctx->cuStream)) {
+    snprintf(why, sizeof why, "%s", benchDevError());
+    ok = 0;
+  }
+  if (ok && ctx->o->streamNull) { /* -y 1: the legacy default stream (the host waits on it) */
+    benchDevStreamDestroy(ctx->cuStream);
+    ctx->cuStream = NULL;
+  }
+  if (ok) {
+    collResult_t r = collStreamCreateCuda(ctx->comm, ctx->cuStream, &ctx->stream);
+    if (r != collSuccess) {
+      snprintf(why, sizeof why, "collStreamCreateCuda: %s: %s", collGetErrorString(r), collGetLastError(ctx->comm));
+      ok = 0;
+    }
+  }
+  if (!ok) fprintf(stderr, "coll-tests: rank %d: --device cuda: %s\n", ctx->rank, why);
+  if (allOk(ctx, ok, &all)) return -1;
+  return all ? 0 : -1;
 }
 
 /* Loops over the types, ops, roots and -N cycles. */
@@ -365,13 +466,14 @@ static int runRank(collComm_t comm, void* arg) {
     launchReportError(-1, "collCommUserRank/collCommCount", r, comm);
     return LAUNCH_FAILED;
   }
-  if (!a->o->blocking && !a->o->streamNull && (r = collStreamCreate(comm, &ctx.stream)) != collSuccess) {
+  if (a->o->device != BENCH_DEV_CUDA && !a->o->blocking && !a->o->streamNull &&
+      (r = collStreamCreate(comm, &ctx.stream)) != collSuccess) {
     launchReportError(ctx.rank, "collStreamCreate", r, comm);
     return LAUNCH_FAILED;
   }
   double rss = 0;
-  if (reportBegin(&ctx) == 0 && reportDevices(&ctx, &local) == 0 && fitMemory(&ctx, local) == 0 &&
-      allocBuffers(&ctx) == 0) {
+  if ((a->o->device != BENCH_DEV_CUDA || openDevice(&ctx) == 0) && reportBegin(&ctx) == 0 &&
+      reportDevices(&ctx, &local) == 0 && fitMemory(&ctx, local) == 0 && allocBuffers(&ctx) == 0) {
     reportTableHeader(&ctx);
     if (runAll(&ctx) == 0 && (!a->o->memReport || peakRss(&ctx, &rss) == 0)) rc = reportEnd(&ctx, rss);
   }
@@ -383,8 +485,11 @@ static int runRank(collComm_t comm, void* arg) {
     launchReportError(ctx.rank, "collStreamDestroy", r, comm);
     rc = LAUNCH_FAILED;
   }
-  free(ctx.send);
-  free(ctx.recv);
+  if (ctx.send != ctx.hsend) benchDevFree(ctx.send);
+  if (ctx.recv != ctx.hrecv) benchDevFree(ctx.recv);
+  benchDevStreamDestroy(ctx.cuStream);
+  free(ctx.hsend);
+  free(ctx.hrecv);
   return rc;
 }
 
@@ -398,6 +503,20 @@ int benchMain(int argc, char** argv, const benchColl_t* coll) {
   benchOpts_t o;
   int p = benchParseArgs(argc, argv, &o);
   if (p != 0) return p > 0 ? 0 : 2;
+  /* --device cuda without a usable GPU: one line, before any rank starts
+   * (a parent that forks ranks must not initialize CUDA itself) */
+  if (o.device == BENCH_DEV_CUDA) {
+    int n = 0;
+    if (o.nprocs > 1 ? benchDevProbeForked() : benchDevLoad(&n)) {
+      fprintf(stderr, "coll-tests: --device cuda: no usable GPU here: %s\n", benchDevError());
+      return 2;
+    }
+    if (!collStreamCreateCuda) {
+      fprintf(stderr, "coll-tests: --device cuda: this libcoll cannot run collectives on CUDA streams "
+                      "(no collStreamCreateCuda: a build before issue 16)\n");
+      return 2;
+    }
+  }
   launchOpts_t lo = {.nprocs = o.nprocs, .nthreads = o.nthreads, .timeoutSec = o.timeout,
                      .launchTimeoutSec = o.launchTimeout};
   rankArgs_t args = {&o, coll};

@@ -176,12 +176,18 @@ int reportBegin(rankCtx_t* ctx) {
 
 /* One rank's line of "# Using devices", exchanged as bytes. */
 typedef struct {
-  int32_t rank, pid;
+  int32_t rank, pid, gpu; /* gpu: -1 for host memory */
   char host[56];
+  char gpuName[64], gpuBus[20];
 } rankInfo_t;
 
 int reportDevices(rankCtx_t* ctx, int* local) {
-  rankInfo_t me = {.rank = ctx->rank, .pid = (int32_t)getpid()};
+  rankInfo_t me = {.rank = ctx->rank, .pid = (int32_t)getpid(), .gpu = -1};
+  if (ctx->o->device == BENCH_DEV_CUDA) {
+    me.gpu = ctx->gpu;
+    snprintf(me.gpuName, sizeof me.gpuName, "%s", ctx->gpuName);
+    snprintf(me.gpuBus, sizeof me.gpuBus, "%s", ctx->gpuBus);
+  }
   gethostname(me.host, sizeof(me.host) - 1);
   me.host[strcspn(me.host, ".")] = '\0';
   rankInfo_t* all = calloc((size_t)ctx->nranks, sizeof(*all));
@@ -211,12 +217,20 @@ int reportDevices(rankCtx_t* ctx, int* local) {
     int dev = 0;
     for (int j = 0; j < i; j++) dev += strcmp(all[j].host, all[i].host) == 0;
     *local += strcmp(all[i].host, me.host) == 0;
-    benchPrintf(ctx, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [cpu] Host memory\n", all[i].rank, 0,
-                all[i].pid, all[i].host, dev);
+    int gpu = all[i].gpu >= 0;
+    const char* hex = gpu ? all[i].gpuBus : "cpu";
+    const char* info = gpu ? all[i].gpuName : "Host memory";
+    if (gpu) dev = all[i].gpu;
+    benchPrintf(ctx, "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s\n", all[i].rank, 0, all[i].pid,
+                all[i].host, dev, hex, info);
     if (js) {
       fprintf(js, "%s{\"rank\":%d,\"group\":0,\"pid\":%d,\"hostname\":", i ? "," : "", all[i].rank, all[i].pid);
       jsonStr(js, all[i].host);
-      fprintf(js, ",\"device\":%d,\"device_hex\":\"cpu\",\"device_info\":\"Host memory\"}", dev);
+      fprintf(js, ",\"device\":%d,\"device_hex\":", dev);
+      jsonStr(js, hex);
+      fputs(",\"device_info\":", js);
+      jsonStr(js, info);
+      fputc('}', js);
     }
   }
   if (js) fputs("]}", js);

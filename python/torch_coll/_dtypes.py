@@ -160,6 +160,8 @@ def _plain(t):
 def _check_tensor(t, what):
     if not isinstance(t, torch.Tensor):
         raise TypeError("coll: %s: expected a tensor, got %r" % (what, type(t)))
+    from . import _cuda  # (imports this module)
+    _cuda.refuse([t], what)  # the CPU path: a CUDA tensor here has no CUDA path
     if t.device.type != "cpu":
         raise RuntimeError("coll: %s: only CPU tensors are supported (got %s)" % (what, t.device))
     if t.layout != torch.strided:

@@ -20,7 +20,7 @@ import weakref
 import torch
 import torch.distributed as dist
 
-from . import _lib
+from . import _cuda, _lib
 from ._dtypes import _check_tensor, _nbytes, _op_name, _Outs, _plain, _plain_copy, _premul, _ptr, _reduction
 from ._rendezvous import _clear_stale_init_barrier, _exchange_unique_id, _rendezvous_watch, _store_get_when_counted
 from ._work import CollWork, _Engine
@@ -111,10 +111,14 @@ class ProcessGroupColl(_ProcessGroup):
     # torch 2.x lists the devices of a group's registered backends here; a
     # Python ProcessGroup is the group itself and registers none, so torch
     # would see no device (monitored_barrier then refuses the group, object
-    # collectives find no default device). coll runs on CPU tensors.
+    # collectives find no default device). coll runs on CPU tensors, and on
+    # CUDA tensors where torch has CUDA (_cuda.py).
     @property
     def _device_types(self):
-        return [torch.device("cpu")]
+        devs = [torch.device("cpu")]
+        if _cuda.cuda.is_available():
+            devs.append(torch.device("cuda"))
+        return devs
 
     def setGroupName(self, name):
         self._group_name = name
@@ -218,6 +222,8 @@ class ProcessGroupColl(_ProcessGroup):
         op = _opt(opts, "reduceOp", dist.ReduceOp.SUM)
         if isinstance(t, torch.Tensor) and t.layout == torch.sparse_coo:
             return self._sparse_allreduce(t, op)
+        if _cuda.device_of([t], "allreduce") is not None:
+            return _cuda.allreduce(self, [t], op)
         outs, keep = _Outs(self), []
         issue = self._issue_allreduce(t, op, "allreduce", outs, keep, None)
         return self._submit_or_run(opts, _c10d_all_reduce_code, issue, list(tensors), outs.finish, keep)
@@ -260,6 +266,8 @@ class ProcessGroupColl(_ProcessGroup):
 
     def allreduce_coalesced(self, tensors, opts=None):
         op = _opt(opts, "reduceOp", dist.ReduceOp.SUM)
+        if _cuda.device_of(list(tensors), "allreduce_coalesced") is not None:
+            return _cuda.allreduce(self, list(tensors), op, "allreduce_coalesced")
         outs, keep = _Outs(self), []
         issues = [self._issue_allreduce(t, op, "allreduce_coalesced", outs, keep, None) for t in tensors]
 
@@ -273,6 +281,8 @@ class ProcessGroupColl(_ProcessGroup):
         t = self._one(tensors, "broadcast")
         root = _opt(opts, "rootRank", 0)
         self._check_rank(root, "broadcast root")
+        if _cuda.device_of([t], "broadcast") is not None:
+            return _cuda.broadcast(self, t, root)
         outs = _Outs(self)
         buf = outs.buf(t, "broadcast", init=(root == self._rank))
         comm, stream, n = self._comm(), self._eng.stream, _nbytes(buf)
@@ -304,6 +314,8 @@ class ProcessGroupColl(_ProcessGroup):
         return issue
 
     def _allgather_base(self, output, input, opts=None):
+        if _cuda.device_of([output, input], "all_gather_into_tensor") is not None:
+            return _cuda.allgather_into(self, output, input)
         outs, keep = _Outs(self), []
         issue = self._gather_into(output, input, "all_gather_into_tensor", outs, keep)
         return self._submit(issue, [output], outs.finish, keep)
@@ -364,6 +376,8 @@ class ProcessGroupColl(_ProcessGroup):
     def allgather(self, output_tensors, input_tensors, opts=None):
         inp = self._one(input_tensors, "allgather")
         outl = self._one(output_tensors, "allgather")
+        if _cuda.device_of(list(outl) + [inp], "allgather") is not None:
+            return _cuda.allgather_list(self, outl, inp)
         issue, fin, keep = self._allgather_lists([[o] for o in outl], [inp], "allgather")
         return self._submit(issue, _flat(output_tensors), fin, keep)
 
@@ -392,6 +406,8 @@ class ProcessGroupColl(_ProcessGroup):
 
     def _reduce_scatter_base(self, output, input, opts=None):
         op = _opt(opts, "reduceOp", dist.ReduceOp.SUM)
+        if _cuda.device_of([output, input], "reduce_scatter_tensor") is not None:
+            return _cuda.reduce_scatter_into(self, output, input, op)
         outs, keep = _Outs(self), []
         issue = self._rs_into(output, input, op, "reduce_scatter_tensor", outs, keep)
         return self._submit(issue, [output], outs.finish, keep)
@@ -416,6 +432,8 @@ class ProcessGroupColl(_ProcessGroup):
         lst = self._one(input_lists, "reduce_scatter")
         if len(lst) != self._size:
             raise RuntimeError("coll: reduce_scatter: %d inputs for world size %d" % (len(lst), self._size))
+        if _cuda.device_of([out] + list(lst), "reduce_scatter") is not None:
+            return _cuda.reduce_scatter_list(self, out, lst, _opt(opts, "reduceOp", dist.ReduceOp.SUM))
         for t in lst:
             _check_tensor(t, "reduce_scatter")
             if t.numel() != out.numel() or t.dtype != out.dtype:
@@ -433,6 +451,8 @@ class ProcessGroupColl(_ProcessGroup):
         root = _opt(opts, "rootRank", 0)
         self._check_rank(root, "reduce root")
         op = _opt(opts, "reduceOp", dist.ReduceOp.SUM)
+        if _cuda.device_of([t], "reduce") is not None:
+            return _cuda.reduce(self, t, root, op)
         ctype, cop, count, factor = _reduction(t, op, "reduce")
         outs = _Outs(self)
         if root == self._rank:

@@ -31,7 +31,7 @@ import weakref
 
 import torch
 
-from . import _lib
+from . import _cuda, _lib
 from ._lib import CollError
 from ._p2p import _Channel
 from ._rendezvous import _RENDEZVOUS_WAIT_SECONDS, _wait_rendezvous_closed
@@ -132,6 +132,7 @@ class _Engine:
         self.stream = _lib.stream_create(comm)
         self.cond = threading.Condition()
         self.issue_lock = threading.RLock()
+        self.cuda_streams = {}  # (device, CUDA stream) -> coll stream wrapping it (_cuda.py)
         self.pending = collections.deque()
         self.stop = False
         self.error = None  # message of the first failure: later calls fail at once
@@ -307,6 +308,7 @@ class _Engine:
         self.retained.clear()
         self.store = None  # torch's store (with init_method, its TCPStore server on rank 0) goes with the group
         self.channels.clear()
+        _cuda.close_streams(self)
         _lib.lib.collStreamDestroy(self.stream)
         ae = _lib.async_error(self.comm)
         if ae not in (None, _lib.SUCCESS, _lib.IN_PROGRESS):

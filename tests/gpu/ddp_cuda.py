@@ -101,9 +101,8 @@ def main():
     got = run(a.world, "coll", a.coll_device, a.steps)
     if got[0] != "ok":
         msg = got[1]
-        if "cuda" in msg.lower() and ("not supported" in msg.lower() or "no backend" in msg.lower()
-                                      or "device" in msg.lower()):
-            print("SKIPPED: coll cannot run DDP on CUDA tensors with this shim yet: %s" % msg.splitlines()[0])
+        if "no collStreamCreateCuda" in msg:  # a libcoll without CUDA streams: nothing to test
+            print("SKIPPED: this libcoll cannot run collectives on CUDA tensors: %s" % msg.splitlines()[0])
             return 77
         print("FAILED: the coll CUDA run failed: %s" % msg)
         return 1
