@@ -272,7 +272,8 @@ collResult_t collRecvImpl(void* recvbuff, size_t count, collDataType_t datatype,
 }
 
 collResult_t collBarrierImpl(collComm_t comm, collStream_t stream) {
-  collOp o = {COLL_FN_ALLREDUCE, NULL, NULL, 1, collUint8, collMax, 0, 0, NULL, 0, 0, COLL_MEM_HOST_INFO};
+  /* peer -1: no user collective has it (the counters keep barriers apart, obs/obs.h) */
+  collOp o = {COLL_FN_ALLREDUCE, NULL, NULL, 1, collUint8, collMax, 0, -1, NULL, 0, 0, COLL_MEM_HOST_INFO};
   if (comm && collCommCheck(comm, "collBarrier") == collSuccess) {
     o.sendbuff = &comm->barrierBuf[0];
     o.recvbuff = &comm->barrierBuf[1];
