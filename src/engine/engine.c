@@ -435,8 +435,11 @@ static inline __attribute__((always_inline)) collResult_t collRunCollective(coll
     if (collObsMailbox(comm, op)) return collMailboxRun(comm, op, tag, &sig); /* counted (obs.h) */
     return collObsOpEnd(comm, op, collMailboxRun(comm, op, tag, &sig));     /* a timed one */
   }
+  int staged = wide || (op->op == collAvg && collHalfReducing(op));
+  if (comm->nranks == 1 && !staged && collObsSolo(comm, op))
+    return collRunSched(comm, op, NULL, tag, &sig); /* counted (obs.h) */
   collObsOpBegin(comm, op);
-  if (wide || (op->op == collAvg && collHalfReducing(op))) {
+  if (staged) {
     if (!host)
       return collObsOpEnd(comm, op, collEngineFail(comm, collSetError(collInternalError,
                                                "engine: float16/bfloat16 working copies run on host memory only")));

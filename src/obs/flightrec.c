@@ -67,7 +67,7 @@ static void collObsRecordRange(const struct collObs* o, uint64_t* first, uint64_
 }
 
 /* The last calls (at most o->frSize), oldest first, one record each: runs
- * of mailbox calls (a record, or the open run in comm->obsHot) expanded,
+ * of equal calls (a record, or the open run in comm->obsHot) expanded,
  * their states read off comm->opCount. Copied while no run moves (gen).
  * NULL: out of memory. */
 static collObsRecord* collObsCalls(collComm_t comm, uint64_t* ncalls, uint64_t* collSeq) {
@@ -93,6 +93,8 @@ static collObsRecord* collObsCalls(collComm_t comm, uint64_t* ncalls, uint64_t* 
     r->count = COLL_OBS_GET(h->count);
     r->seq = COLL_OBS_GET(o->collSeq);
     r->opIdx = COLL_OBS_GET(o->runOpIdx);
+    r->algo = (uint8_t)COLL_OBS_GET(o->runAlgo);
+    r->nch = (uint8_t)COLL_OBS_GET(o->runNch);
     opCount = __atomic_load_n(&comm->opCount, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if (((g & 1) == 0 && __atomic_load_n(&o->gen, __ATOMIC_RELAXED) == g) || tries > 1000) break;
@@ -101,9 +103,8 @@ static collObsRecord* collObsCalls(collComm_t comm, uint64_t* ncalls, uint64_t* 
   *collSeq = run->seq + run->reps;
   if (run->reps) {
     run->state = COLL_OBS_REC_RUN;
-    run->algo = COLL_OBS_ALGO_MAILBOX;
-    run->nch = 1;
-    run->peer = run->waitPeer = -1;
+    run->peer = COLL_OBS_GET(o->runRoot);
+    run->waitPeer = -1;
     cnt++;
   }
   uint64_t n = 0; /* calls written, from the end of out */

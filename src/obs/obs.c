@@ -94,6 +94,7 @@ collResult_t collObsStart(collComm_t comm) {
   o->cur = o->frCur = &o->fr[0];
   o->curBits = 0;
   o->gen = 0;
+  o->soloNext = 0;
   collObsHotReset(comm, 0);
   o->waitSinceNs = 0;
   o->tInitNs = collObsNowNs();
@@ -204,10 +205,11 @@ static void collObsRunMove(struct collObs* o, collComm_t comm, uint64_t n) {
   memset(&w, 0, sizeof w);
   w.fn = (uint8_t)o->runFn;
   w.state = COLL_OBS_REC_RUN;
-  w.algo = COLL_OBS_ALGO_MAILBOX;
-  w.nch = 1;
+  w.algo = (uint8_t)o->runAlgo;
+  w.nch = (uint8_t)o->runNch;
   w.dtypeOp = h->dtypeOp;
-  w.peer = w.waitPeer = -1;
+  w.peer = o->runRoot;
+  w.waitPeer = -1;
   COLL_OBS_SET(e->meta, w.meta);
   COLL_OBS_SET(e->dtypeOp, w.dtypeOp);
   COLL_OBS_SET(e->peers, w.peers);
@@ -216,7 +218,8 @@ static void collObsRunMove(struct collObs* o, collComm_t comm, uint64_t n) {
   COLL_OBS_SET(e->reps, n);
   COLL_OBS_SET(e->opIdx, o->runOpIdx);
   COLL_OBS_SET(e->tWaitNs, 0);
-  collObsColl* k = &o->coll[o->runFn][COLL_OBS_ALGO_MAILBOX];
+  COLL_OBS_SET(e->chunk, 0);
+  collObsColl* k = &o->coll[o->runFn][o->runAlgo];
   COLL_OBS_ADD(k->calls, n);
   COLL_OBS_ADD(k->bytes, n * h->count * collTypeSize((collDataType_t)w.dtype));
   COLL_OBS_SET(o->collSeq, o->collSeq + n);
@@ -269,15 +272,15 @@ void collObsCollSnapshot(collComm_t comm, collObsColl (*k)[COLL_OBS_MAX_ALGOS]) 
         k[fn][a].timeNs = COLL_OBS_GET(q->timeNs);
       }
     uint64_t reps = COLL_OBS_GET(h->reps);
-    int fn = COLL_OBS_GET(o->runFn);
+    int fn = COLL_OBS_GET(o->runFn), algo = COLL_OBS_GET(o->runAlgo);
     uint64_t count = COLL_OBS_GET(h->count), dtypeOp = COLL_OBS_GET(h->dtypeOp);
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
     if ((g & 1) == 0 && __atomic_load_n(&o->gen, __ATOMIC_RELAXED) == g) {
-      if (reps && fn >= 0 && fn < COLL_OBS_FNS) {
+      if (reps && fn >= 0 && fn < COLL_OBS_FNS && algo >= 0 && algo < COLL_OBS_MAX_ALGOS) {
         collObsRecord w;
         w.dtypeOp = dtypeOp;
-        k[fn][COLL_OBS_ALGO_MAILBOX].calls += reps;
-        k[fn][COLL_OBS_ALGO_MAILBOX].bytes += reps * count * collTypeSize((collDataType_t)w.dtype);
+        k[fn][algo].calls += reps;
+        k[fn][algo].bytes += reps * count * collTypeSize((collDataType_t)w.dtype);
       }
       return;
     }
@@ -335,6 +338,9 @@ int collObsMailboxSlow(collComm_t comm, const collOp* op) {
   h->count = op->count;
   h->peer = op->peer;
   o->runFn = (int)collObsFnOf(comm, op);
+  o->runAlgo = COLL_OBS_ALGO_MAILBOX;
+  o->runNch = 1;
+  o->runRoot = -1;
   if (!timed) {
     o->runOpIdx = comm->opCount;
     COLL_OBS_SET(h->reps, 1);
@@ -346,6 +352,14 @@ int collObsMailboxSlow(collComm_t comm, const collOp* op) {
   collObsOpAlgoImpl(comm, op, COLL_OBS_ALGO_MAILBOX, 1, 0);
   o->runOpIdx = comm->opCount + 1; /* equal calls after it: a run */
   h->fn = (int32_t)op->fn;
+  return 0;
+}
+
+int collObsSoloSlow(collComm_t comm, const collOp* op) {
+  struct collObs* o = comm->obs;
+  collObsHot* h = &comm->obsHot;
+  if (h->mbLeft == 0) h->mbLeft = o->events ? 1 : COLL_OBS_MB_SAMPLE;
+  o->soloNext = 1; /* collObsOpEndImpl starts the run */
   return 0;
 }
 
@@ -385,6 +399,19 @@ collResult_t collObsOpEndImpl(collComm_t comm, const collOp* op, collResult_t r)
   collObsCount(o, e, op, algo, now - COLL_OBS_GET(e->tStartNs), timed, r);
   COLL_OBS_SET(o->collSeq, o->collSeq + 1);
   o->curBits = 0;
+  if (o->soloNext) { /* one rank: the calls equal to this one form a run */
+    o->soloNext = 0;
+    collObsHot* h = &comm->obsHot;
+    memcpy(&h->dtypeOp, &op->dtype, sizeof h->dtypeOp);
+    h->count = op->count;
+    h->peer = op->peer;
+    o->runFn = e->fn;
+    o->runAlgo = algo;
+    o->runNch = e->nch;
+    o->runRoot = collObsRecPeer(e);
+    o->runOpIdx = comm->opCount + 1;
+    h->fn = r == collSuccess ? (int32_t)op->fn : -1;
+  }
   if (o->events) {
     if (r != collSuccess) collObsCloseSlots(comm, now);
     if (o->ev->trace) collObsTraceOp(o->ev->trace, e, e->tStartNs ? e->tStartNs : now, now, 1, op);
@@ -478,6 +505,19 @@ void collObsP2pEndImpl(collComm_t comm, const collOp* ops, int n, collResult_t r
       }
 }
 
+void collObsStepDoneImpl(collComm_t comm, int c, int i, int peer, int isSend, size_t bytes) {
+  struct collObs* o = comm->obs;
+  collObsPeer* p = &o->peers[peer];
+  if (isSend) {
+    COLL_OBS_INC(p->bytesSent, bytes);
+    COLL_OBS_INC(p->msgsSent, 1);
+  } else {
+    COLL_OBS_INC(p->bytesRecv, bytes);
+    COLL_OBS_INC(p->msgsRecv, 1);
+  }
+  if (o->events) collObsEvStep(comm, 0, c, i, 0, peer, bytes, 0, 0);
+}
+
 /* ---- waits ----------------------------------------------------------------------- */
 void collObsWaitingImpl(collComm_t comm, int waitPeer, double sinceSec, double nowSec) {
   struct collObs* o = comm->obs;
@@ -497,9 +537,9 @@ void collObsWaitingImpl(collComm_t comm, int waitPeer, double sinceSec, double n
   o->waitLastNs = now;
   collObsRecord* e = o->cur;
   COLL_OBS_SET(e->waitPeer, waitPeer);
-  COLL_OBS_SET(e->waitCh, o->pendCh);
-  COLL_OBS_SET(e->waitPhase, o->pendPhase);
-  COLL_OBS_SET(e->waitStep, o->pendStep);
+  COLL_OBS_SET(e->waitCh, comm->obsHot.pendCh);
+  COLL_OBS_SET(e->waitPhase, comm->obsHot.pendPhase);
+  COLL_OBS_SET(e->waitStep, comm->obsHot.pendStep);
   struct collObsEvents* ev = o->ev;
   if (o->events && ev->prof.ops && !ev->waitReported) {
     void* h = (o->curBits & 0xff) == COLL_OBS_ALGO_P2P ? (ev->p2pCap > 0 ? ev->p2pHandles[0] : NULL) : ev->opHandle;
@@ -523,9 +563,9 @@ void collObsFailureImpl(collComm_t comm, collResult_t r, const char* msg) {
   collObsRunSplit(o, comm);
   collObsRecord* c = o->cur;
   if (!o->curBits && c && c->state == COLL_OBS_REC_RUN && c->reps == 1 && c->opIdx == comm->opCount) {
-    /* the mailbox call that failed, counted in its run: failed too */
+    /* the call of a run that failed (counted in the run): failed too */
     COLL_OBS_SET(c->state, COLL_OBS_REC_FAILED);
-    COLL_OBS_ADD(o->coll[c->fn][COLL_OBS_ALGO_MAILBOX].failed, 1);
+    COLL_OBS_ADD(o->coll[c->fn][c->algo].failed, 1);
   }
   int n = (o->curBits & 0xff) == COLL_OBS_ALGO_P2P ? o->curN : 1;
   for (int i = 0; i < n && o->curBits; i++) {

@@ -53,7 +53,7 @@
 #define COLL_OBS_MAX_ALGOS 32  /* registry rows, then mailbox, p2p, none */
 #define COLL_OBS_FNS (COLL_FN_COUNT + 1) /* collFunc, then barrier */
 #define COLL_OBS_FN_BARRIER COLL_FN_COUNT
-#define COLL_OBS_MB_SAMPLE 64  /* mailbox calls: one in this many is timed */
+#define COLL_OBS_MB_SAMPLE 256 /* mailbox and one-rank calls: one in this many is timed */
 #define COLL_OBS_CUR_TIMED 0x100u /* curBits: the running operation is timed */
 #define COLL_OBS_CUR_OPEN 0x200u  /* curBits: an operation with a record of its own runs (until its end hook) */
 
@@ -125,10 +125,12 @@ struct collObs {
   int curN;              /* records of the running launch item (p2p batch size) */
   /* the open run (its key, reps: comm->obsHot); its calls are collSeq.. */
   int runFn;             /* its fn for the counters (COLL_OBS_FN_BARRIER for barriers) */
+  int runAlgo, runNch;   /* its algorithm (COLL_OBS_ALGO_MAILBOX; one rank: the tuner's) and channels */
+  int runRoot;           /* its record's peer: the root (broadcast, reduce on one rank), else -1 */
+  int soloNext;          /* one rank: the timed call now running starts a run of the calls equal to it */
   uint64_t runOpIdx;     /* comm->opCount of its first call */
   uint32_t gen;          /* odd while a run's calls move to the ring and the counters (readers retry) */
-  /* the step the engine last found pending, and the long wait now open */
-  int pendCh, pendPhase, pendStep;
+  /* the long wait now open (the step the engine last found pending: comm->obsHot) */
   int waitPeer;
   uint64_t waitSinceNs;  /* 0: no long wait open */
   uint64_t waitLastNs;   /* the latest clock read of that wait (its end, to 64 polls) */
@@ -172,6 +174,8 @@ void collObsEvOp(collComm_t comm, int begin, collResult_t r);
 void collObsEvStep(collComm_t comm, int begin, int c, int i, int kind, int peer, size_t bytes, int phase,
                    size_t slice);
 int collObsMailboxSlow(collComm_t comm, const collOp* op);
+void collObsStepDoneImpl(collComm_t comm, int c, int i, int peer, int isSend, size_t bytes);
+int collObsSoloSlow(collComm_t comm, const collOp* op);
 void collObsOpBeginImpl(collComm_t comm, const collOp* op);
 void collObsOpAlgoImpl(collComm_t comm, const collOp* op, int algo, int nch, size_t chunk);
 collResult_t collObsOpEndImpl(collComm_t comm, const collOp* op, collResult_t r);
@@ -236,6 +240,7 @@ static inline int collObsLaunchTraced(collComm_t comm) { (void)comm; return 0; }
 static inline void collObsLaunchBegin(collComm_t comm, int nops) { (void)comm; (void)nops; }
 static inline void collObsLaunchEnd(collComm_t comm, collResult_t r) { (void)comm; (void)r; }
 static inline int collObsMailbox(collComm_t comm, const collOp* op) { (void)comm; (void)op; return 1; }
+static inline int collObsSolo(collComm_t comm, const collOp* op) { (void)comm; (void)op; return 1; }
 static inline void collObsOpBegin(collComm_t comm, const collOp* op) { (void)comm; (void)op; }
 static inline void collObsOpAlgo(collComm_t comm, const collOp* op, int algo, int nch, size_t chunk) {
   (void)comm; (void)op; (void)algo; (void)nch; (void)chunk;
@@ -275,7 +280,8 @@ static inline void collObsLaunchEnd(collComm_t comm, collResult_t r) { collObsEv
  * (collObsOpEnd). Its end and its failure need no hook: the engine's
  * opCount says which call of a run is done, collObsFailure marks the one
  * that failed. */
-static inline int collObsMailbox(collComm_t comm, const collOp* op) {
+/* The call extends the open run (it is equal to it, and not one to time). */
+static inline int collObsRunExtends(collComm_t comm, const collOp* op) {
   collObsHot* h = &comm->obsHot;
   uint64_t dtypeOp;
   _Static_assert(sizeof(collDataType_t) == 4 && sizeof(collRedOp_t) == 4 &&
@@ -288,7 +294,20 @@ static inline int collObsMailbox(collComm_t comm, const collOp* op) {
     COLL_OBS_INC(h->reps, 1);
     return 1;
   }
-  return collObsMailboxSlow(comm, op);
+  return 0;
+}
+
+static inline int collObsMailbox(collComm_t comm, const collOp* op) {
+  return collObsRunExtends(comm, op) || collObsMailboxSlow(comm, op);
+}
+
+/* The same for a collective on a communicator of one rank (its schedule
+ * moves no byte between ranks; the ~0.4 us path): 1: a call of the open
+ * run, counted, run it without obsOp; 0: it begins as any other collective
+ * (collObsOpBegin ... collObsOpEnd), timed, and the calls equal to it after
+ * it form a run with the algorithm the tuner chose for it. */
+static inline int collObsSolo(collComm_t comm, const collOp* op) {
+  return collObsRunExtends(comm, op) || collObsSoloSlow(comm, op);
 }
 
 /* A collective that is not a mailbox call starts (its record). */
@@ -320,29 +339,22 @@ static inline void collObsWaitDone(collComm_t comm) {
 /* A transfer was posted (events only). */
 static inline void collObsStepPost(collComm_t comm, int c, int i, int kind, int peer, size_t bytes, int phase,
                                    size_t slice) {
-  if (__builtin_expect(comm->obs->events, 0)) collObsEvStep(comm, 1, c, i, kind, peer, bytes, phase, slice);
+  if (__builtin_expect(comm->obsHot.events, 0)) collObsEvStep(comm, 1, c, i, kind, peer, bytes, phase, slice);
 }
 
-/* A transfer with peer completed: bytes sent (isSend) or received. */
+/* A transfer with peer completed: bytes sent (isSend) or received (out of
+ * line: a transfer costs far more than the call, and the engine's step
+ * loop stays as tight as without counters). */
 static inline void collObsStepDone(collComm_t comm, int c, int i, int peer, int isSend, size_t bytes) {
-  struct collObs* o = comm->obs;
-  collObsPeer* p = &o->peers[peer];
-  if (isSend) {
-    COLL_OBS_INC(p->bytesSent, bytes);
-    COLL_OBS_INC(p->msgsSent, 1);
-  } else {
-    COLL_OBS_INC(p->bytesRecv, bytes);
-    COLL_OBS_INC(p->msgsRecv, 1);
-  }
-  if (__builtin_expect(o->events, 0)) collObsEvStep(comm, 0, c, i, 0, peer, bytes, 0, 0);
+  collObsStepDoneImpl(comm, c, i, peer, isSend, bytes);
 }
 
 /* Step i of channel c (phase) is still pending: what a wait would be on. */
 static inline void collObsPending(collComm_t comm, int c, int phase, int i) {
-  struct collObs* o = comm->obs;
-  o->pendCh = c;
-  o->pendPhase = phase;
-  o->pendStep = i;
+  collObsHot* h = &comm->obsHot;
+  h->pendCh = c;
+  h->pendPhase = phase;
+  h->pendStep = i;
 }
 #endif
 

@@ -18,6 +18,7 @@ typedef struct {
   uint64_t count;   /* its collOp.count */
   uint64_t dtypeOp; /* its collOp.dtype and collOp.op, one 8-byte word */
   uint64_t reps;    /* calls in the open run (written by the engine's thread only) */
+  int32_t pendCh, pendPhase, pendStep; /* the step the engine last found pending: what a wait is on */
 } collObsHot;
 
 #endif
