@@ -509,11 +509,11 @@ void collObsStepDoneImpl(collComm_t comm, int c, int i, int peer, int isSend, si
   struct collObs* o = comm->obs;
   collObsPeer* p = &o->peers[peer];
   if (isSend) {
-    COLL_OBS_INC(p->bytesSent, bytes);
-    COLL_OBS_INC(p->msgsSent, 1);
+    COLL_OBS_ADD(p->bytesSent, bytes);
+    COLL_OBS_ADD(p->msgsSent, 1);
   } else {
-    COLL_OBS_INC(p->bytesRecv, bytes);
-    COLL_OBS_INC(p->msgsRecv, 1);
+    COLL_OBS_ADD(p->bytesRecv, bytes);
+    COLL_OBS_ADD(p->msgsRecv, 1);
   }
   if (o->events) collObsEvStep(comm, 0, c, i, 0, peer, bytes, 0, 0);
 }
