@@ -468,7 +468,8 @@ typedef struct {
   uint64_t bytes;       /* sum of count x type size as passed (all-gather:
                            sendcount, reduce-scatter: recvcount) */
   uint64_t timedCalls;  /* calls whose duration was measured: all, except
-                           through the mailbox (0.2 us calls): one in 64 */
+                           through the mailbox and on one rank (calls of
+                           0.2-0.4 us): the first and one in 256 */
   uint64_t timeNs;      /* total duration of the timed calls */
 } collCollStats_t;
 

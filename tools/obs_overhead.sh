@@ -4,9 +4,11 @@
 # the build with them (-DCOLL_OBS=ON, the default) against one without
 # (-DCOLL_OBS=OFF), side by side.
 #
-#   tools/obs_overhead.sh -a build -b build-noobs [-n 2000] [-y 1] [-k]
+#   tools/obs_overhead.sh -a build -b build-noobs [-n 2000] [-y 1] [-p "1 2"] [-k]
 #
-# Each build runs `allreduce_perf -np 2 -b 8 -e 8 -c 0 -w 20 -n N` twice,
+# For each rank count of -p (default 1 and 2: one rank runs its schedule
+# alone, two go through the shared-memory mailbox), each build runs
+# `allreduce_perf -np P -b 8 -e 8 -c 0 -w 20 -n N` twice,
 # with N and 3N iterations; the difference of the two runs' instruction
 # counts over the difference of their calls (2 per iteration: out of place
 # and in place) is the cost of one call, init and teardown cancelled. Waits
@@ -18,15 +20,16 @@
 # -y 0: through a stream and its progress thread. -k keeps the callgrind
 # files (in the printed directory).
 set -euo pipefail
-on=build off=build-noobs iters=2000 ynull=1 keep=0 spin=${COLL_SPIN_US:-0}
-while getopts "a:b:n:y:k" c; do
+on=build off=build-noobs iters=2000 ynull=1 keep=0 spin=${COLL_SPIN_US:-0} nps="1 2"
+while getopts "a:b:n:y:p:k" c; do
   case $c in
     a) on=$OPTARG ;;
     b) off=$OPTARG ;;
     n) iters=$OPTARG ;;
     y) ynull=$OPTARG ;;
+    p) nps=$OPTARG ;;
     k) keep=1 ;;
-    *) sed -n 2,21p "$0" >&2; exit 2 ;;
+    *) sed -n 2,24p "$0" >&2; exit 2 ;;
   esac
 done
 command -v valgrind >/dev/null || { echo "obs_overhead: valgrind not found" >&2; exit 77; }
@@ -35,19 +38,21 @@ for b in "$on" "$off"; do
 done
 dir=$(mktemp -d /tmp/coll-obs-overhead.XXXXXX)
 [ "$keep" = 1 ] || trap 'rm -rf "$dir"' EXIT
-run() { # build tag iterations
+run() { # build tag iterations ranks
   mkdir -p "$dir/$2"
   COLL_SPIN_US=$spin valgrind --tool=callgrind --callgrind-out-file="$dir/$2/cg.%p" \
-    "$1/benchmarks/allreduce_perf" -np 2 -b 8 -e 8 -c 0 -w 20 -y "$ynull" -n "$3" >"$dir/$2.log" 2>&1 ||
-    { echo "obs_overhead: $1 -n $3 failed:" >&2; tail -20 "$dir/$2.log" >&2; exit 1; }
+    "$1/benchmarks/allreduce_perf" -np "$4" -b 8 -e 8 -c 0 -w 20 -y "$ynull" -n "$3" >"$dir/$2.log" 2>&1 ||
+    { echo "obs_overhead: $1 -np $4 -n $3 failed:" >&2; tail -20 "$dir/$2.log" >&2; exit 1; }
 }
-run "$on" on1 "$iters"
-run "$on" on3 $((3 * iters))
-run "$off" off1 "$iters"
-run "$off" off3 $((3 * iters))
-python3 - "$dir" "$iters" <<'EOF'
+for np in $nps; do
+run "$on" "np$np/on1" "$iters" "$np"
+run "$on" "np$np/on3" $((3 * iters)) "$np"
+run "$off" "np$np/off1" "$iters" "$np"
+run "$off" "np$np/off3" $((3 * iters)) "$np"
+echo "-np $np:"
+python3 - "$dir/np$np" "$iters" "$np" <<'EOF'
 import glob, os, re, subprocess, sys
-d, n = sys.argv[1], int(sys.argv[2])
+d, n, np = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 def ranks(tag):
     """(total, waits) of each rank process (the launcher's own file is the smallest)."""
     rows = []
@@ -64,7 +69,7 @@ def ranks(tag):
             elif m.group(2).endswith(":mbWaitAll"): idle += v
         rows.append((tot, idle))
     rows.sort()
-    return rows[-2:]
+    return rows[-np:]
 calls = 2 * (3 * n - n)
 res = {}
 for b in ("on", "off"):
@@ -72,8 +77,9 @@ for b in ("on", "off"):
     per = [((t3 - w3) - (t1 - w1)) / calls for (t1, w1), (t3, w3) in zip(r1, r3)]
     waits = [(w3 - w1) / calls for (t1, w1), (t3, w3) in zip(r1, r3)]
     res[b] = (sum(per) / len(per), sum(waits) / len(waits), per)
-    print("%-3s instructions per call, waits left out: %.1f (ranks: %s); in waits: %.1f"
+    print("  %-3s instructions per call, waits left out: %.1f (ranks: %s); in waits: %.1f"
           % (b, res[b][0], ", ".join("%.1f" % p for p in per), res[b][1]))
 on, off = res["on"][0], res["off"][0]
-print("counters cost: %+.1f instructions per call = %+.2f %%" % (on - off, 100.0 * (on - off) / off))
+print("  counters cost: %+.1f instructions per call = %+.2f %%" % (on - off, 100.0 * (on - off) / off))
 EOF
+done

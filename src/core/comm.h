@@ -9,6 +9,7 @@
 #include "coll.h"
 #include "coll_net.h"
 #include "engine/sched.h"
+#include "obs/obs_hot.h"
 
 #define COLL_COMM_MAGIC 0xc011c033u
 #define COLL_COMM_DEAD 0xdeadc033u
@@ -91,7 +92,8 @@ struct collComm {
   struct collTunerState* tuner; /* cost model inputs, plugin, decision cache (src/tuner) */
   struct collMailbox* mailbox;  /* one-shot small collectives inside a node (engine/mailbox.h); NULL: none */
   struct collObs* obs;          /* counters, flight recorder, trace, profiler (src/obs/obs.h) */
-  int obsEvents;                /* obs->events, here for the engine's one test per launch */
+  collObsHot obsHot;            /* the open run of mailbox calls, event flag (src/obs/obs_hot.h): here, beside
+                                   mailbox, for the engine's one hook per call */
   int nchannels;    /* default channel count (point-to-point striping) */
   int maxChannels;  /* channels the tuner may use; conns/channels size */
   collConn* conns; /* [maxChannels * nranks] */

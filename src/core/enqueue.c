@@ -365,6 +365,8 @@ collResult_t collRecvImpl(void* recvbuff, size_t count, collDataType_t datatype,
 }
 
 collResult_t collBarrierImpl(collComm_t comm, collStream_t stream) {
+  /* COLL_PEER_BARRIER: the signature says "barrier", and the counters keep
+   * barriers apart from user all-reduces (no user collective has this peer) */
   collOp o = {COLL_FN_ALLREDUCE, NULL, NULL, 1, collUint8, collMax, 0, COLL_PEER_BARRIER, NULL, 0, 0, COLL_MEM_HOST_INFO};
   if (comm && collCommCheck(comm, "collBarrier") == collSuccess) {
     o.sendbuff = &comm->barrierBuf[0];

@@ -417,31 +417,37 @@ static collResult_t collRunStaged(collComm_t comm, const collOp* op, uint64_t ta
   return collSuccess;
 }
 
-static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
+static inline __attribute__((always_inline)) collResult_t collRunCollective(collComm_t comm, const collOp* op) {
   int wide = collEngineWide(op);
   collSig sig;
   collSigOf(op, comm->collSeq++, wide, &sig);
   uint64_t tag = collSigTag(&sig, comm->nranks);
   collMailboxAnnounce(comm, sig.seq, tag);
-  if (op->count == 0) return collSuccess;
+  if (op->count == 0) return collObsOpEmpty(comm, op);
   int host = op->mem.kind == COLL_MEM_HOST; /* the mailbox and the working copies are host memory */
   if (host && collMailboxFits(comm, op)) {
     collTunerNoteMailbox(comm, op->fn, op->count, op->dtype);
-    collObsOpAlgo(comm, op, COLL_OBS_ALGO_MAILBOX, 1, 0);
-    return collMailboxRun(comm, op, tag, &sig);
+    if (collObsMailbox(comm, op)) return collMailboxRun(comm, op, tag, &sig); /* counted (obs.h) */
+    return collObsOpEnd(comm, op, collMailboxRun(comm, op, tag, &sig));     /* a timed one */
   }
-  if (wide || (op->op == collAvg && collHalfReducing(op))) {
+  int staged = wide || (op->op == collAvg && collHalfReducing(op));
+  if (comm->nranks == 1 && !staged && collObsSolo(comm, op))
+    return collRunSched(comm, op, NULL, tag, &sig); /* counted (obs.h) */
+  collObsOpBegin(comm, op);
+  if (staged) {
     if (!host)
-      return collEngineFail(comm, collSetError(collInternalError,
-                                               "engine: float16/bfloat16 working copies run on host memory only"));
-    return collRunStaged(comm, op, tag, &sig, wide);
+      return collObsOpEnd(comm, op, collEngineFail(comm, collSetError(collInternalError,
+                                               "engine: float16/bfloat16 working copies run on host memory only")));
+    return collObsOpEnd(comm, op, collRunStaged(comm, op, tag, &sig, wide));
   }
-  return collRunSched(comm, op, op, tag, &sig);
+  return collObsOpEnd(comm, op, collRunSched(comm, op, op, tag, &sig));
 }
 
 collResult_t collRunP2p(collComm_t comm, const collOp* ops, int nops); /* p2p.c */
 
-static collResult_t collEngineRunOps(collComm_t comm, const collOp* ops, int nops) {
+/* inlined into both callers: the untraced launch pays no call */
+static inline __attribute__((always_inline)) collResult_t collEngineRunOps(collComm_t comm, const collOp* ops,
+                                                                         int nops) {
   int i = 0;
   while (i < nops) {
     collResult_t r;
@@ -457,11 +463,13 @@ static collResult_t collEngineRunOps(collComm_t comm, const collOp* ops, int nop
       collObsP2pEnd(comm, ops + i, j - i, r);
       i = j;
     } else {
-      collObsOpBegin(comm, &ops[i]);
       r = comm->checkCalls ? collCheckSignature(comm, &ops[i]) : collSuccess;
-      if (r == collSuccess) r = collRunCollective(comm, &ops[i]);
-      else collEngineFail(comm, r);
-      collObsOpEnd(comm, &ops[i], r);
+      if (r == collSuccess) {
+        r = collRunCollective(comm, &ops[i]);
+      } else {
+        collObsOpBegin(comm, &ops[i]);
+        collObsOpEnd(comm, &ops[i], collEngineFail(comm, r));
+      }
       i++;
     }
     comm->opCount++;
@@ -470,9 +478,15 @@ static collResult_t collEngineRunOps(collComm_t comm, const collOp* ops, int nop
   return collSuccess;
 }
 
-collResult_t collEngineRun(collComm_t comm, const collOp* ops, int nops) {
+/* A launch with events (trace, profiler): bracketed by its begin and end. */
+static __attribute__((noinline)) collResult_t collEngineRunTraced(collComm_t comm, const collOp* ops, int nops) {
   collObsLaunchBegin(comm, nops);
   collResult_t r = collEngineRunOps(comm, ops, nops);
   collObsLaunchEnd(comm, r);
   return r;
+}
+
+collResult_t collEngineRun(collComm_t comm, const collOp* ops, int nops) {
+  if (collObsLaunchTraced(comm)) return collEngineRunTraced(comm, ops, nops); /* one flag test per launch */
+  return collEngineRunOps(comm, ops, nops);
 }

@@ -52,6 +52,7 @@
 #include "engine/sig.h"
 #include "misc/log.h"
 #include "misc/param.h"
+#include "obs/obs.h"
 #include "reduce/reduce.h"
 #include "tuner/algo_env.h"
 
@@ -411,6 +412,7 @@ static collResult_t mbWaitAll(collComm_t comm, struct collMailbox* m, uint32_t s
     e = collIdleStep(comm, &w, 0, what, r);
     if (e != collSuccess) return e;
   }
+  if (w.idleSince != 0) collObsWaitDone(comm); /* the wait's time, to its last clock read */
   return collSuccess;
 }
 

@@ -51,6 +51,8 @@ static void collObsRecordCopy(const collObsRecord* e, collObsRecord* out) {
   out->algo = COLL_OBS_GET(e->algo);
   out->nch = COLL_OBS_GET(e->nch);
   out->timed = COLL_OBS_GET(e->timed);
+  out->reps = COLL_OBS_GET(e->reps);
+  out->opIdx = COLL_OBS_GET(e->opIdx);
   if (!out->timed) out->tStartNs = out->tEndNs = 0;
   if (out->algo >= COLL_OBS_ALGO_MAILBOX && out->algo != COLL_OBS_ALGO_P2P) out->chunk = 0; /* not written */
   if (out->waitPeer < 0) out->tWaitNs = 0;
@@ -62,6 +64,65 @@ static void collObsRecordRange(const struct collObs* o, uint64_t* first, uint64_
   uint64_t next = COLL_OBS_GET(o->frNext);
   *n = next < o->frSize ? next : o->frSize;
   *first = next - *n;
+}
+
+/* The last calls (at most o->frSize), oldest first, one record each: runs
+ * of equal calls (a record, or the open run in comm->obsHot) expanded,
+ * their states read off comm->opCount. Copied while no run moves (gen).
+ * NULL: out of memory. */
+static collObsRecord* collObsCalls(collComm_t comm, uint64_t* ncalls, uint64_t* collSeq) {
+  const struct collObs* o = comm->obs;
+  const collObsHot* h = &comm->obsHot;
+  collObsRecord* recs = malloc(sizeof *recs * (o->frSize + 1));
+  collObsRecord* out = malloc(sizeof *out * o->frSize);
+  if (!recs || !out) {
+    free(recs);
+    free(out);
+    return NULL;
+  }
+  uint64_t first, cnt, opCount;
+  for (int tries = 0;; tries++) {
+    uint32_t g = __atomic_load_n(&o->gen, __ATOMIC_ACQUIRE);
+    collObsRecordRange(o, &first, &cnt);
+    for (uint64_t k = 0; k < cnt; k++) collObsRecordCopy(&o->fr[(first + k) & (o->frSize - 1)], &recs[k]);
+    collObsRecord* r = &recs[cnt];
+    memset(r, 0, sizeof *r);
+    r->reps = COLL_OBS_GET(h->reps);
+    r->fn = (uint8_t)COLL_OBS_GET(o->runFn);
+    r->dtypeOp = COLL_OBS_GET(h->dtypeOp);
+    r->count = COLL_OBS_GET(h->count);
+    r->seq = COLL_OBS_GET(o->collSeq);
+    r->opIdx = COLL_OBS_GET(o->runOpIdx);
+    r->algo = (uint8_t)COLL_OBS_GET(o->runAlgo);
+    r->nch = (uint8_t)COLL_OBS_GET(o->runNch);
+    opCount = __atomic_load_n(&comm->opCount, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (((g & 1) == 0 && __atomic_load_n(&o->gen, __ATOMIC_RELAXED) == g) || tries > 1000) break;
+  }
+  collObsRecord* run = &recs[cnt];
+  *collSeq = run->seq + run->reps;
+  if (run->reps) {
+    run->state = COLL_OBS_REC_RUN;
+    run->peer = COLL_OBS_GET(o->runRoot);
+    run->waitPeer = -1;
+    cnt++;
+  }
+  uint64_t n = 0; /* calls written, from the end of out */
+  for (uint64_t k = cnt; k-- > 0 && n < o->frSize;) {
+    const collObsRecord* e = &recs[k];
+    uint64_t reps = e->reps ? e->reps : 1;
+    for (uint64_t i = reps; i-- > 0 && n < o->frSize;) {
+      collObsRecord* c = &out[o->frSize - ++n];
+      *c = *e;
+      c->seq = e->seq + i;
+      c->reps = 1;
+      if (e->state == COLL_OBS_REC_RUN) c->state = e->opIdx + i < opCount ? COLL_OBS_REC_DONE : COLL_OBS_REC_RUNNING;
+    }
+  }
+  memmove(out, out + (o->frSize - n), sizeof *out * n);
+  free(recs);
+  *ncalls = n;
+  return out;
 }
 
 static double collObsWallUs(uint64_t monoNs, int64_t offsetNs) {
@@ -76,17 +137,18 @@ collResult_t collCommGetCallRecordsImpl(collComm_t comm, collCallRecord_t* recor
   if (r != collSuccess) return r;
   const struct collObs* o = comm->obs;
   *n = 0;
-  if (o) {
-    uint64_t first, cnt;
-    collObsRecordRange(o, &first, &cnt);
+  uint64_t ncalls = 0, seq;
+  collObsRecord* calls = o ? collObsCalls(comm, &ncalls, &seq) : NULL;
+  if (o && !calls) r = collSetError(collSystemError, "collCommGetCallRecords: out of memory");
+  if (calls) {
+    uint64_t first = 0, cnt = ncalls;
     if (cnt > (uint64_t)max) {
       first += cnt - (uint64_t)max;
       cnt = (uint64_t)max;
     }
     int64_t off = collObsRealtimeOffsetNs();
     for (uint64_t k = 0; k < cnt; k++) {
-      collObsRecord e;
-      collObsRecordCopy(&o->fr[(first + k) & (o->frSize - 1)], &e);
+      collObsRecord e = calls[first + k];
       collCallRecord_t* c = &records[k];
       memset(c, 0, sizeof *c);
       c->seq = e.seq;
@@ -110,15 +172,18 @@ collResult_t collCommGetCallRecordsImpl(collComm_t comm, collCallRecord_t* recor
       c->waitStartUs = collObsWallUs(e.tWaitNs, off);
     }
     *n = (int)cnt;
+    free(calls);
   }
   collCommLeave(comm);
-  return collSuccess;
+  return r;
 }
 
 void collObsWriteFlightRecord(collComm_t comm, FILE* f, const char* why) {
   const struct collObs* o = comm->obs;
   int64_t off = collObsRealtimeOffsetNs();
   uint64_t now = collObsNowNs();
+  uint64_t cnt = 0, collSeq = 0;
+  collObsRecord* calls = collObsCalls(comm, &cnt, &collSeq);
   collResult_t err = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE);
   fprintf(f, "{\"kind\":\"coll-flight-recorder\",\"version\":1,\"reason\":");
   collObsJsonStr(f, why);
@@ -126,7 +191,7 @@ void collObsWriteFlightRecord(collComm_t comm, FILE* f, const char* why) {
   collObsJsonStr(f, collHostName());
   fprintf(f, ",\"pid\":%d,\"comm\":\"%016llx\",\"node\":%d,\"dumpUs\":%.3f,\"collSeq\":%llu,\"p2pSeq\":%llu,",
           (int)getpid(), (unsigned long long)comm->commHash, comm->node, collObsWallUs(now, off),
-          (unsigned long long)COLL_OBS_GET(o->collSeq), (unsigned long long)COLL_OBS_GET(o->p2pSeq));
+          (unsigned long long)collSeq, (unsigned long long)COLL_OBS_GET(o->p2pSeq));
   char msg[sizeof comm->asyncMsg];
   collCommErrorMessage(comm, msg, sizeof msg);
   fprintf(f, "\"failed\":%s,\"error\":", err != collSuccess || o->failed ? "true" : "false");
@@ -139,11 +204,8 @@ void collObsWriteFlightRecord(collComm_t comm, FILE* f, const char* why) {
   fprintf(f, "],\"pids\":[");
   for (int p = 0; p < comm->nranks; p++) fprintf(f, "%s%d", p ? "," : "", comm->peers ? (int)comm->peers[p].pid : 0);
   fprintf(f, "],\"entries\":[");
-  uint64_t first, cnt;
-  collObsRecordRange(o, &first, &cnt);
-  for (uint64_t k = 0; k < cnt; k++) {
-    collObsRecord e;
-    collObsRecordCopy(&o->fr[(first + k) & (o->frSize - 1)], &e);
+  for (uint64_t k = 0; calls && k < cnt; k++) {
+    const collObsRecord e = calls[k];
     fprintf(f, "%s\n{\"seq\":%llu,\"kind\":\"%s\",\"coll\":\"%s\",\"algo\":\"%s\",\"state\":\"%s\",\"count\":%llu,"
             "\"bytes\":%llu,\"dtype\":\"%s\",\"op\":\"%s\",\"peer\":%d,\"nchannels\":%d,\"chunkBytes\":%llu,",
             k ? "," : "", (unsigned long long)e.seq, e.isP2p ? "p2p" : "coll", collObsFnName(e.fn),
@@ -160,6 +222,7 @@ void collObsWriteFlightRecord(collComm_t comm, FILE* f, const char* why) {
             e.waitPeer >= 0 ? e.waitStep : -1, collObsWallUs(e.tWaitNs, off));
   }
   fputs("\n]}\n", f);
+  free(calls);
 }
 
 int collObsDumpFlightRecord(collComm_t comm, const char* path, const char* why, int toStderr) {

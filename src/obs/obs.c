@@ -43,6 +43,15 @@ const char* collObsFnName(int fn) {
 }
 
 /* ---- setup ------------------------------------------------------------------ */
+/* No open run; the next mailbox call is timed (and every one with events). */
+static void collObsHotReset(collComm_t comm, int events) {
+  collObsHot* h = &comm->obsHot;
+  memset(h, 0, sizeof *h);
+  h->fn = -1;
+  h->mbLeft = 1;
+  h->events = events;
+}
+
 collResult_t collObsInit(collComm_t comm) {
   int rows = 0;
   while (collAlgoTable[rows].name) rows++;
@@ -57,7 +66,7 @@ collResult_t collObsInit(collComm_t comm) {
   o->frSize = 1;
   while ((int64_t)o->frSize < want) o->frSize <<= 1;
   o->frMask = o->frSize - 1;
-  o->mbLeft = 1;
+  collObsHotReset(comm, 0);
   o->peers = calloc((size_t)comm->nranks, sizeof *o->peers);
   o->fr = calloc(o->frSize, sizeof *o->fr); /* COLL_FR_ENTRIES=0: one slot, overwritten every call */
   if (!o->peers || !o->fr) {
@@ -84,7 +93,9 @@ collResult_t collObsStart(collComm_t comm) {
   o->frNext = 0;
   o->cur = o->frCur = &o->fr[0];
   o->curBits = 0;
-  o->mbLeft = 1;
+  o->gen = 0;
+  o->soloNext = 0;
+  collObsHotReset(comm, 0);
   o->waitSinceNs = 0;
   o->tInitNs = collObsNowNs();
   const char* trace = collParamStr(COLL_SPARAM_TRACE_FILE);
@@ -100,7 +111,7 @@ collResult_t collObsStart(collComm_t comm) {
       if (r != collSuccess) return r;
     }
     o->events = ev->trace || ev->prof.mask;
-    comm->obsEvents = o->events;
+    collObsHotReset(comm, o->events);
   }
   if (collParamInt(COLL_PARAM_FR_SIGNAL) > 0) collObsSignalSetup();
   o->started = 1;
@@ -135,11 +146,146 @@ void collObsFree(collComm_t comm) {
     free(ev->p2pHandles);
     free(ev);
   }
-  comm->obsEvents = 0;
+  collObsHotReset(comm, 0);
   __atomic_store_n(&comm->obs, NULL, __ATOMIC_RELEASE);
   free(o->peers);
   free(o->fr);
   free(o);
+}
+
+/* ---- records and runs ------------------------------------------------------------ */
+/* The next flight-recorder record to write (counted written). */
+static collObsRecord* collObsNextRecord(struct collObs* o) {
+  collObsRecord* e = o->frCur;
+  collObsRecord* n = e + 1;
+  o->frCur = n == o->frEnd ? o->fr : n;
+  COLL_OBS_SET(o->frNext, o->frNext + 1); /* single writer; readers load it whole */
+  return e;
+}
+
+static uint32_t collObsFnOf(collComm_t comm, const collOp* op) {
+  return op->sendbuff == &comm->barrierBuf[0] ? COLL_OBS_FN_BARRIER : (uint32_t)op->fn;
+}
+
+/* Writes the record of the collective op (state, algorithm algo on nch
+ * channels, not timed, one call, seq o->collSeq; peer = root unless
+ * noRoot: -1), makes it o->cur. */
+static collObsRecord* collObsRecordOp(struct collObs* o, collComm_t comm, const collOp* op, int state, int algo,
+                                      int nch, int noRoot) {
+  collObsRecord* e = collObsNextRecord(o);
+  collObsRecord w;
+  memset(&w, 0, sizeof w);
+  w.fn = (uint8_t)collObsFnOf(comm, op);
+  w.state = (uint8_t)state;
+  w.algo = (uint8_t)algo;
+  w.nch = (uint8_t)nch;
+  w.dtype = (int32_t)op->dtype;
+  w.op = (int32_t)op->op;
+  w.peer = noRoot ? -1 : op->root;
+  w.waitPeer = -1;
+  COLL_OBS_SET(e->meta, w.meta);
+  COLL_OBS_SET(e->dtypeOp, w.dtypeOp);
+  COLL_OBS_SET(e->peers, w.peers);
+  COLL_OBS_SET(e->seq, o->collSeq);
+  COLL_OBS_SET(e->count, (uint64_t)op->count);
+  COLL_OBS_SET(e->reps, 1);
+  COLL_OBS_SET(e->opIdx, comm->opCount);
+  COLL_OBS_SET(e->tWaitNs, 0);
+  o->cur = e;
+  return e;
+}
+
+/* Moves the first n calls of the open run into the ring (one record) and
+ * the counters; inside a gen section (readers see them in one place). */
+static void collObsRunMove(struct collObs* o, collComm_t comm, uint64_t n) {
+  collObsHot* h = &comm->obsHot;
+  if (!n) return;
+  collObsRecord* e = collObsNextRecord(o);
+  collObsRecord w;
+  memset(&w, 0, sizeof w);
+  w.fn = (uint8_t)o->runFn;
+  w.state = COLL_OBS_REC_RUN;
+  w.algo = (uint8_t)o->runAlgo;
+  w.nch = (uint8_t)o->runNch;
+  w.dtypeOp = h->dtypeOp;
+  w.peer = o->runRoot;
+  w.waitPeer = -1;
+  COLL_OBS_SET(e->meta, w.meta);
+  COLL_OBS_SET(e->dtypeOp, w.dtypeOp);
+  COLL_OBS_SET(e->peers, w.peers);
+  COLL_OBS_SET(e->seq, o->collSeq);
+  COLL_OBS_SET(e->count, h->count);
+  COLL_OBS_SET(e->reps, n);
+  COLL_OBS_SET(e->opIdx, o->runOpIdx);
+  COLL_OBS_SET(e->tWaitNs, 0);
+  COLL_OBS_SET(e->chunk, 0);
+  collObsColl* k = &o->coll[o->runFn][o->runAlgo];
+  COLL_OBS_ADD(k->calls, n);
+  COLL_OBS_ADD(k->bytes, n * h->count * collTypeSize((collDataType_t)w.dtype));
+  COLL_OBS_SET(o->collSeq, o->collSeq + n);
+  COLL_OBS_SET(h->reps, h->reps - n);
+  o->runOpIdx += n;
+  o->cur = e;
+}
+
+static void collObsGenBegin(struct collObs* o) {
+  __atomic_store_n(&o->gen, o->gen + 1, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+}
+static void collObsGenEnd(struct collObs* o) { __atomic_store_n(&o->gen, o->gen + 1, __ATOMIC_RELEASE); }
+
+/* Ends the open run (its calls to the ring and the counters); no run after. */
+static void collObsRunClose(struct collObs* o, collComm_t comm) {
+  collObsHot* h = &comm->obsHot;
+  if (h->reps) {
+    collObsGenBegin(o);
+    collObsRunMove(o, comm, h->reps);
+    collObsGenEnd(o);
+  }
+  h->fn = -1;
+}
+
+/* When the running call is the open run's last: the calls before it stay
+ * a run, it gets a record of its own (o->cur, state RUN: done once counted)
+ * for what follows (its wait, its failure), and the run goes on after it. */
+static void collObsRunSplit(struct collObs* o, collComm_t comm) {
+  collObsHot* h = &comm->obsHot;
+  if (!h->reps || o->runOpIdx + h->reps - 1 != comm->opCount) return;
+  collObsGenBegin(o);
+  collObsRunMove(o, comm, h->reps - 1);
+  collObsRunMove(o, comm, 1);
+  collObsGenEnd(o);
+}
+
+void collObsCollSnapshot(collComm_t comm, collObsColl (*k)[COLL_OBS_MAX_ALGOS]) {
+  const struct collObs* o = comm->obs;
+  const collObsHot* h = &comm->obsHot;
+  for (int tries = 0;; tries++) {
+    uint32_t g = __atomic_load_n(&o->gen, __ATOMIC_ACQUIRE);
+    for (int fn = 0; fn < COLL_OBS_FNS; fn++)
+      for (int a = 0; a < COLL_OBS_MAX_ALGOS; a++) {
+        const collObsColl* q = &o->coll[fn][a];
+        k[fn][a].calls = COLL_OBS_GET(q->calls);
+        k[fn][a].failed = COLL_OBS_GET(q->failed);
+        k[fn][a].bytes = COLL_OBS_GET(q->bytes);
+        k[fn][a].timedCalls = COLL_OBS_GET(q->timedCalls);
+        k[fn][a].timeNs = COLL_OBS_GET(q->timeNs);
+      }
+    uint64_t reps = COLL_OBS_GET(h->reps);
+    int fn = COLL_OBS_GET(o->runFn), algo = COLL_OBS_GET(o->runAlgo);
+    uint64_t count = COLL_OBS_GET(h->count), dtypeOp = COLL_OBS_GET(h->dtypeOp);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if ((g & 1) == 0 && __atomic_load_n(&o->gen, __ATOMIC_RELAXED) == g) {
+      if (reps && fn >= 0 && fn < COLL_OBS_FNS && algo >= 0 && algo < COLL_OBS_MAX_ALGOS) {
+        collObsRecord w;
+        w.dtypeOp = dtypeOp;
+        k[fn][algo].calls += reps;
+        k[fn][algo].bytes += reps * count * collTypeSize((collDataType_t)w.dtype);
+      }
+      return;
+    }
+    if (tries > 1000) return; /* the engine keeps moving runs: a copy that may mix moments */
+  }
 }
 
 /* ---- calls ---------------------------------------------------------------------- */
@@ -180,54 +326,104 @@ static void collObsCloseSlots(collComm_t comm, uint64_t now) {
     }
 }
 
-/* The record of a collective that ended, failed or waited before its
- * algorithm was known. */
-void collObsMaterialize(struct collObs* o, collComm_t comm) {
-  if (o->curBits != COLL_OBS_CUR_PENDING) return;
-  collObsRecordOp(o, comm, o->curOp, COLL_OBS_ALGO_NONE, 0, 0);
-  o->curN = 1;
-  o->curBits = COLL_OBS_ALGO_NONE;
+/* A mailbox call that does not extend the open run: the first of a new
+ * run (1), or, one in COLL_OBS_MB_SAMPLE and every one with events, a
+ * timed call with a record of its own that the caller ends (0). */
+int collObsMailboxSlow(collComm_t comm, const collOp* op) {
+  struct collObs* o = comm->obs;
+  collObsHot* h = &comm->obsHot;
+  int timed = h->mbLeft == 0;
+  collObsRunClose(o, comm);
+  memcpy(&h->dtypeOp, &op->dtype, sizeof h->dtypeOp);
+  h->count = op->count;
+  h->peer = op->peer;
+  o->runFn = (int)collObsFnOf(comm, op);
+  o->runAlgo = COLL_OBS_ALGO_MAILBOX;
+  o->runNch = 1;
+  o->runRoot = -1;
+  if (!timed) {
+    o->runOpIdx = comm->opCount;
+    COLL_OBS_SET(h->reps, 1);
+    h->fn = (int32_t)op->fn;
+    return 1;
+  }
+  h->mbLeft = o->events ? 1 : COLL_OBS_MB_SAMPLE;
+  collObsOpBeginImpl(comm, op);
+  collObsOpAlgoImpl(comm, op, COLL_OBS_ALGO_MAILBOX, 1, 0);
+  o->runOpIdx = comm->opCount + 1; /* equal calls after it: a run */
+  h->fn = (int32_t)op->fn;
+  return 0;
 }
 
-void collObsOpAlgoSlow(collComm_t comm, const collOp* op, int algo, int nch, size_t chunk) {
+int collObsSoloSlow(collComm_t comm, const collOp* op) {
   struct collObs* o = comm->obs;
-  collObsRecordOp(o, comm, op, algo, nch, 0);
-  collObsRecord* e = o->cur;
-  if (algo == COLL_OBS_ALGO_MAILBOX) o->mbLeft = o->events ? 1 : COLL_OBS_MB_SAMPLE;
+  collObsHot* h = &comm->obsHot;
+  if (h->mbLeft == 0) h->mbLeft = o->events ? 1 : COLL_OBS_MB_SAMPLE;
+  o->soloNext = 1; /* collObsOpEndImpl starts the run */
+  return 0;
+}
+
+void collObsOpBeginImpl(collComm_t comm, const collOp* op) {
+  struct collObs* o = comm->obs;
+  collObsRunClose(o, comm);
+  collObsRecordOp(o, comm, op, COLL_OBS_REC_RUNNING, COLL_OBS_ALGO_NONE, 0, 0);
   o->curN = 1;
-  o->curBits = (uint32_t)algo | COLL_OBS_CUR_TIMED;
+  o->curBits = COLL_OBS_ALGO_NONE | COLL_OBS_CUR_OPEN;
+}
+
+void collObsOpAlgoImpl(collComm_t comm, const collOp* op, int algo, int nch, size_t chunk) {
+  struct collObs* o = comm->obs;
+  if (!(o->curBits & COLL_OBS_CUR_OPEN)) collObsOpBeginImpl(comm, op);
+  collObsRecord* e = o->cur;
+  collObsRecord w;
+  w.meta = COLL_OBS_GET(e->meta);
+  w.algo = (uint8_t)algo;
+  w.nch = (uint8_t)nch;
+  w.timed = 1;
   COLL_OBS_SET(e->chunk, (uint64_t)chunk);
   COLL_OBS_SET(e->tStartNs, collObsNowNs());
-  COLL_OBS_SET(e->timed, 1);
+  COLL_OBS_SET(e->meta, w.meta);
+  if (algo == COLL_OBS_ALGO_MAILBOX) COLL_OBS_SET(e->peer, -1);
+  o->curBits = (uint32_t)algo | COLL_OBS_CUR_TIMED | COLL_OBS_CUR_OPEN;
   if (o->events) collObsEvOp(comm, 1, collSuccess);
 }
 
-void collObsOpEndSlow(collComm_t comm, const collOp* op, collResult_t r) {
+collResult_t collObsOpEndImpl(collComm_t comm, const collOp* op, collResult_t r) {
   struct collObs* o = comm->obs;
-  collObsMaterialize(o, comm);
+  if (!(o->curBits & COLL_OBS_CUR_OPEN)) collObsOpBeginImpl(comm, op);
   collObsRecord* e = o->cur;
   int algo = (int)(o->curBits & 0xff), timed = (o->curBits & COLL_OBS_CUR_TIMED) != 0;
   uint64_t now = timed || o->events ? collObsNowNs() : 0;
   collObsCloseWait(o, now ? now : o->waitLastNs);
   if (timed) COLL_OBS_SET(e->tEndNs, now);
-  if (o->curBits & COLL_OBS_CUR_FAST) { /* counted at its start: it failed */
-    if (r != collSuccess) COLL_OBS_ADD(o->coll[e->fn][algo].failed, 1);
-    COLL_OBS_SET(e->state, (uint8_t)(r == collSuccess ? COLL_OBS_REC_DONE : COLL_OBS_REC_FAILED));
-  } else {
-    collObsCount(o, e, op, algo, now - e->tStartNs, timed, r);
-    COLL_OBS_SET(o->collSeq, o->collSeq + 1);
-  }
+  collObsCount(o, e, op, algo, now - COLL_OBS_GET(e->tStartNs), timed, r);
+  COLL_OBS_SET(o->collSeq, o->collSeq + 1);
   o->curBits = 0;
+  if (o->soloNext) { /* one rank: the calls equal to this one form a run */
+    o->soloNext = 0;
+    collObsHot* h = &comm->obsHot;
+    memcpy(&h->dtypeOp, &op->dtype, sizeof h->dtypeOp);
+    h->count = op->count;
+    h->peer = op->peer;
+    o->runFn = e->fn;
+    o->runAlgo = algo;
+    o->runNch = e->nch;
+    o->runRoot = collObsRecPeer(e);
+    o->runOpIdx = comm->opCount + 1;
+    h->fn = r == collSuccess ? (int32_t)op->fn : -1;
+  }
   if (o->events) {
     if (r != collSuccess) collObsCloseSlots(comm, now);
     if (o->ev->trace) collObsTraceOp(o->ev->trace, e, e->tStartNs ? e->tStartNs : now, now, 1, op);
     collObsEvOp(comm, 0, r);
   }
+  return r;
 }
 
 void collObsP2pBeginImpl(collComm_t comm, const collOp* ops, int n) {
   struct collObs* o = comm->obs;
   uint64_t now = collObsNowNs();
+  collObsRunClose(o, comm);
   for (int i = 0; i < n; i++) {
     collObsRecord* e = collObsNextRecord(o);
     if (i == 0) o->cur = e;
@@ -250,9 +446,11 @@ void collObsP2pBeginImpl(collComm_t comm, const collOp* ops, int n) {
     COLL_OBS_SET(e->count, (uint64_t)ops[i].count);
     COLL_OBS_SET(e->chunk, (uint64_t)comm->chunkBytes);
     COLL_OBS_SET(e->tStartNs, now);
+    COLL_OBS_SET(e->tWaitNs, 0);
+    COLL_OBS_SET(e->reps, 1);
   }
   o->curN = n;
-  o->curBits = COLL_OBS_ALGO_P2P | COLL_OBS_CUR_TIMED;
+  o->curBits = COLL_OBS_ALGO_P2P | COLL_OBS_CUR_TIMED | COLL_OBS_CUR_OPEN;
   if (!o->events) return;
   struct collObsEvents* ev = o->ev;
   ev->opStartNs = now;
@@ -294,6 +492,7 @@ void collObsP2pEndImpl(collComm_t comm, const collOp* ops, int n, collResult_t r
     collObsCount(o, e, &ops[i], COLL_OBS_ALGO_P2P, now - e->tStartNs, 1, r);
   }
   COLL_OBS_SET(o->p2pSeq, o->p2pSeq + 1);
+  o->curBits = 0;
   if (!o->events) return;
   struct collObsEvents* ev = o->ev;
   if (r != collSuccess) collObsCloseSlots(comm, now);
@@ -306,11 +505,24 @@ void collObsP2pEndImpl(collComm_t comm, const collOp* ops, int n, collResult_t r
       }
 }
 
+void collObsStepDoneImpl(collComm_t comm, int c, int i, int peer, int isSend, size_t bytes) {
+  struct collObs* o = comm->obs;
+  collObsPeer* p = &o->peers[peer];
+  if (isSend) {
+    COLL_OBS_ADD(p->bytesSent, bytes);
+    COLL_OBS_ADD(p->msgsSent, 1);
+  } else {
+    COLL_OBS_ADD(p->bytesRecv, bytes);
+    COLL_OBS_ADD(p->msgsRecv, 1);
+  }
+  if (o->events) collObsEvStep(comm, 0, c, i, 0, peer, bytes, 0, 0);
+}
+
 /* ---- waits ----------------------------------------------------------------------- */
 void collObsWaitingImpl(collComm_t comm, int waitPeer, double sinceSec, double nowSec) {
   struct collObs* o = comm->obs;
   if (!o) return;
-  collObsMaterialize(o, comm);
+  collObsRunSplit(o, comm); /* a mailbox call of a run: its own record, for the wait */
   uint64_t now = (uint64_t)(nowSec * 1e9);
   if (!o->waitSinceNs) {
     uint64_t since = (uint64_t)(sinceSec * 1e9);
@@ -325,9 +537,9 @@ void collObsWaitingImpl(collComm_t comm, int waitPeer, double sinceSec, double n
   o->waitLastNs = now;
   collObsRecord* e = o->cur;
   COLL_OBS_SET(e->waitPeer, waitPeer);
-  COLL_OBS_SET(e->waitCh, o->pendCh);
-  COLL_OBS_SET(e->waitPhase, o->pendPhase);
-  COLL_OBS_SET(e->waitStep, o->pendStep);
+  COLL_OBS_SET(e->waitCh, comm->obsHot.pendCh);
+  COLL_OBS_SET(e->waitPhase, comm->obsHot.pendPhase);
+  COLL_OBS_SET(e->waitStep, comm->obsHot.pendStep);
   struct collObsEvents* ev = o->ev;
   if (o->events && ev->prof.ops && !ev->waitReported) {
     void* h = (o->curBits & 0xff) == COLL_OBS_ALGO_P2P ? (ev->p2pCap > 0 ? ev->p2pHandles[0] : NULL) : ev->opHandle;
@@ -348,7 +560,13 @@ void collObsFailureImpl(collComm_t comm, collResult_t r, const char* msg) {
   if (!o || o->failed) return;
   o->failed = 1;
   snprintf(o->error, sizeof o->error, "%s (%s)", msg ? msg : "", collGetErrorString(r));
-  collObsMaterialize(o, comm);
+  collObsRunSplit(o, comm);
+  collObsRecord* c = o->cur;
+  if (!o->curBits && c && c->state == COLL_OBS_REC_RUN && c->reps == 1 && c->opIdx == comm->opCount) {
+    /* the call of a run that failed (counted in the run): failed too */
+    COLL_OBS_SET(c->state, COLL_OBS_REC_FAILED);
+    COLL_OBS_ADD(o->coll[c->fn][c->algo].failed, 1);
+  }
   int n = (o->curBits & 0xff) == COLL_OBS_ALGO_P2P ? o->curN : 1;
   for (int i = 0; i < n && o->curBits; i++) {
     collObsRecord* e = &o->fr[(o->frNext - (uint64_t)(n - i)) & o->frMask];

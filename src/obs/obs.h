@@ -4,22 +4,31 @@
  * timeline, COLL_PROFILER_PLUGIN). The engine calls the hooks below at
  * clear points; the logic lives in src/obs/.
  *
- *   collEngineRun          collObsLaunchBegin / collObsLaunchEnd (a launch: one call or one group)
- *     per collective       collObsOpBegin, collObsOpAlgo (what the tuner chose), collObsOpEnd
- *     per send/recv batch  collObsP2pBegin / collObsP2pEnd
- *     per transfer         collObsStepPost (events only), collObsStepDone (counters)
- *     per pending step     collObsPending (which step a wait is on)
- *   collIdleStep           collObsWaiting (at its clock reads), collObsWaitEnd
+ *   collEngineRun          collObsLaunchTraced: one flag test; with events on collObsLaunchBegin / End
+ *   a mailbox collective   collObsMailbox: the one hook of the ~0.2 us path (below)
+ *   other collectives      collObsOpBegin, collObsOpAlgo (what the tuner chose), collObsOpEnd;
+ *                          collObsOpEmpty (count 0)
+ *   per send/recv batch    collObsP2pBegin / collObsP2pEnd
+ *   per transfer           collObsStepPost (events only), collObsStepDone (counters)
+ *   per pending step       collObsPending (which step a wait is on)
+ *   collIdleStep           collObsWaiting (at its clock reads), collObsWaitEnd; mbWaitAll collObsWaitDone
  *   collEngineFail         collObsFailure (flight-recorder dump)
  *
- * Cost: a call through the mailbox (the ~0.2 us path) writes its record
- * and its counters in one place (collObsOpAlgo), where its fields are at
- * hand: about 50 instructions with the begin/end/launch tests, against
- * ~1140 for the call itself (tools/obs_overhead.sh; 88 before this was
- * reworked). Durations of calls that run a schedule or a send/recv batch
- * are measured on every call; of mailbox calls on one call in
- * COLL_OBS_MB_SAMPLE (timedCalls says how many). Waits are timed with the
- * clock reads collIdleStep already makes (every 64th idle poll, from the
+ * Cost: consecutive mailbox calls equal in function, count, type, op and
+ * peer word (a barrier's is -1) form a run, kept in comm->obsHot beside
+ * the fields the engine reads anyway: a call that extends it costs one
+ * countdown, four compares and one add, with no clock read and no end
+ * hook (tools/obs_overhead.sh: ~15 instructions against ~1250 for the call
+ * itself; 57 with the four hooks of before). The run's flight-recorder
+ * record (one record, "reps" calls) and its counters are written when it
+ * ends: at the next call that differs, at one in COLL_OBS_MB_SAMPLE
+ * mailbox calls (timed, with a record of its own), when a wait or a
+ * failure singles out its running call. Readers add the open run (a
+ * generation count makes their copy consistent). Whether a run's last
+ * call is still running comes from comm->opCount, which the engine counts
+ * anyway. Durations of calls that run a schedule or a send/recv batch are
+ * measured on every call. Waits are timed with the clock reads
+ * collIdleStep already makes (every 8th idle poll, then every one, from the
  * second one of a wait on): a wait with fewer than two clock reads is not
  * counted. Building with -DCOLL_OBS=OFF (COLL_NO_OBS) compiles every hook
  * out, to measure what they cost.
@@ -44,12 +53,14 @@
 #define COLL_OBS_MAX_ALGOS 32  /* registry rows, then mailbox, p2p, none */
 #define COLL_OBS_FNS (COLL_FN_COUNT + 1) /* collFunc, then barrier */
 #define COLL_OBS_FN_BARRIER COLL_FN_COUNT
-#define COLL_OBS_MB_SAMPLE 64  /* mailbox calls: one in this many is timed */
-#define COLL_OBS_CUR_TIMED 0x100u   /* curBits: the running operation is timed */
-#define COLL_OBS_CUR_FAST 0x200u    /* curBits: mailbox, untimed, no events: counters only at its end */
-#define COLL_OBS_CUR_PENDING 0x400u /* curBits: a collective began, its record is not written yet */
+#define COLL_OBS_MB_SAMPLE 256 /* mailbox and one-rank calls: one in this many is timed */
+#define COLL_OBS_CUR_TIMED 0x100u /* curBits: the running operation is timed */
+#define COLL_OBS_CUR_OPEN 0x200u  /* curBits: an operation with a record of its own runs (until its end hook) */
 
-enum { COLL_OBS_REC_FREE = 0, COLL_OBS_REC_RUNNING = 1, COLL_OBS_REC_DONE = 2, COLL_OBS_REC_FAILED = 3 };
+/* COLL_OBS_REC_RUN: calls of a run (collObsRecord.reps of them, from
+ * comm->opCount opIdx on): done once the engine counted them (opCount). */
+enum { COLL_OBS_REC_FREE = 0, COLL_OBS_REC_RUNNING = 1, COLL_OBS_REC_DONE = 2, COLL_OBS_REC_FAILED = 3,
+       COLL_OBS_REC_RUN = 4 };
 
 typedef struct {
   uint64_t bytesSent, bytesRecv, msgsSent, msgsRecv, waitNs;
@@ -81,6 +92,8 @@ typedef struct {
     uint64_t peers;
   };
   int32_t waitCh, waitPhase, waitStep; /* the step that wait was on (p2p: phase = op of the batch) */
+  uint64_t reps;     /* calls this record stands for (seq .. seq + reps - 1); 1 but for mailbox runs */
+  uint64_t opIdx;    /* state COLL_OBS_REC_RUN: comm->opCount of its first call */
   union {
     struct {
       uint8_t fn;     /* collFunc, or COLL_OBS_FN_BARRIER */
@@ -108,12 +121,16 @@ struct collObs {
   collObsRecord* frCur;  /* the next one to write: fr[frNext & frMask] */
   collObsRecord* frEnd;  /* fr + frSize */
   collObsRecord* cur;    /* the running operation's record (first of a p2p batch) */
-  const collOp* curOp;   /* the running collective, until its record is written (COLL_OBS_CUR_PENDING) */
-  uint32_t curBits;      /* its algorithm id | COLL_OBS_CUR_*; 0: between operations */
+  uint32_t curBits;      /* its algorithm id | COLL_OBS_CUR_*; 0: no record of its own open */
   int curN;              /* records of the running launch item (p2p batch size) */
-  uint32_t mbLeft;       /* mailbox calls until the next timed one (1 while events are on) */
-  /* the step the engine last found pending, and the long wait now open */
-  int pendCh, pendPhase, pendStep;
+  /* the open run (its key, reps: comm->obsHot); its calls are collSeq.. */
+  int runFn;             /* its fn for the counters (COLL_OBS_FN_BARRIER for barriers) */
+  int runAlgo, runNch;   /* its algorithm (COLL_OBS_ALGO_MAILBOX; one rank: the tuner's) and channels */
+  int runRoot;           /* its record's peer: the root (broadcast, reduce on one rank), else -1 */
+  int soloNext;          /* one rank: the timed call now running starts a run of the calls equal to it */
+  uint64_t runOpIdx;     /* comm->opCount of its first call */
+  uint32_t gen;          /* odd while a run's calls move to the ring and the counters (readers retry) */
+  /* the long wait now open (the step the engine last found pending: comm->obsHot) */
   int waitPeer;
   uint64_t waitSinceNs;  /* 0: no long wait open */
   uint64_t waitLastNs;   /* the latest clock read of that wait (its end, to 64 polls) */
@@ -156,14 +173,20 @@ void collObsEvLaunch(collComm_t comm, int begin, int nops, collResult_t r);
 void collObsEvOp(collComm_t comm, int begin, collResult_t r);
 void collObsEvStep(collComm_t comm, int begin, int c, int i, int kind, int peer, size_t bytes, int phase,
                    size_t slice);
-void collObsOpEndSlow(collComm_t comm, const collOp* op, collResult_t r);
-void collObsOpAlgoSlow(collComm_t comm, const collOp* op, int algo, int nch, size_t chunk);
-void collObsMaterialize(struct collObs* o, collComm_t comm);
+int collObsMailboxSlow(collComm_t comm, const collOp* op);
+void collObsStepDoneImpl(collComm_t comm, int c, int i, int peer, int isSend, size_t bytes);
+int collObsSoloSlow(collComm_t comm, const collOp* op);
+void collObsOpBeginImpl(collComm_t comm, const collOp* op);
+void collObsOpAlgoImpl(collComm_t comm, const collOp* op, int algo, int nch, size_t chunk);
+collResult_t collObsOpEndImpl(collComm_t comm, const collOp* op, collResult_t r);
 void collObsP2pBeginImpl(collComm_t comm, const collOp* ops, int n);
 void collObsP2pEndImpl(collComm_t comm, const collOp* ops, int n, collResult_t r);
 void collObsWaitingImpl(collComm_t comm, int waitPeer, double sinceSec, double nowSec);
 void collObsWaitEndImpl(collComm_t comm);
 void collObsFailureImpl(collComm_t comm, collResult_t r, const char* msg);
+/* Readers: a copy of the counters of every collective and algorithm with
+ * the open run added (consistent with the ring: see gen). */
+void collObsCollSnapshot(collComm_t comm, collObsColl (*k)[COLL_OBS_MAX_ALGOS]);
 
 #ifdef COLL_NO_OBS
 #define COLL_OBS_CALL(x) ((void)0)
@@ -212,47 +235,25 @@ static inline int collObsRecPeer(const collObsRecord* e) {
 /* Bytes per element of each collDataType_t (reduce.h has the function). */
 static const uint8_t collObsTypeBytes[collNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
 
-/* The next flight-recorder record to write (counted written). */
-static inline collObsRecord* collObsNextRecord(struct collObs* o) {
-  collObsRecord* e = o->frCur;
-  collObsRecord* n = e + 1;
-  o->frCur = n == o->frEnd ? o->fr : n;
-  o->frNext += 1; /* single writer; readers load it whole */
-  return e;
-}
-
-/* Writes the record of the collective op (running, algorithm algo on nch
- * channels, not timed; peer = root unless noRoot: -1), makes it o->cur;
- * returns its fn. */
-static inline uint32_t collObsRecordOp(struct collObs* o, collComm_t comm, const collOp* op, int algo, int nch,
-                                       int noRoot) {
-  collObsRecord* e = collObsNextRecord(o);
-  uint64_t dtypeOp;
-  _Static_assert(sizeof(collDataType_t) == 4 && sizeof(collRedOp_t) == 4 &&
-                     offsetof(collOp, op) == offsetof(collOp, dtype) + 4,
-                 "collOp: dtype and op are one 8-byte word");
-  memcpy(&dtypeOp, &op->dtype, sizeof dtypeOp);
-  uint32_t fn = op->sendbuff == &comm->barrierBuf[0] ? COLL_OBS_FN_BARRIER : (uint32_t)op->fn;
-  /* fn, state, algo, nch, isP2p, timed (little-endian byte order) */
-  COLL_OBS_SET(e->meta, (uint64_t)fn | (uint64_t)COLL_OBS_REC_RUNNING << 8 | (uint64_t)(uint8_t)algo << 16 |
-                            (uint64_t)(uint8_t)nch << 24);
-  COLL_OBS_SET(e->dtypeOp, dtypeOp);
-  /* peer = root, waitPeer -1 */
-  COLL_OBS_SET(e->peers, noRoot ? ~(uint64_t)0 : (uint64_t)(uint32_t)op->root | (uint64_t)0xffffffffu << 32);
-  COLL_OBS_SET(e->seq, o->collSeq);
-  COLL_OBS_SET(e->count, (uint64_t)op->count);
-  o->cur = e;
-  return fn;
-}
-
 #ifdef COLL_NO_OBS
+static inline int collObsLaunchTraced(collComm_t comm) { (void)comm; return 0; }
 static inline void collObsLaunchBegin(collComm_t comm, int nops) { (void)comm; (void)nops; }
 static inline void collObsLaunchEnd(collComm_t comm, collResult_t r) { (void)comm; (void)r; }
+static inline int collObsMailbox(collComm_t comm, const collOp* op) { (void)comm; (void)op; return 1; }
+static inline int collObsSolo(collComm_t comm, const collOp* op) { (void)comm; (void)op; return 1; }
 static inline void collObsOpBegin(collComm_t comm, const collOp* op) { (void)comm; (void)op; }
 static inline void collObsOpAlgo(collComm_t comm, const collOp* op, int algo, int nch, size_t chunk) {
   (void)comm; (void)op; (void)algo; (void)nch; (void)chunk;
 }
-static inline void collObsOpEnd(collComm_t comm, const collOp* op, collResult_t r) { (void)comm; (void)op; (void)r; }
+static inline collResult_t collObsOpEnd(collComm_t comm, const collOp* op, collResult_t r) {
+  (void)comm; (void)op;
+  return r;
+}
+static inline collResult_t collObsOpEmpty(collComm_t comm, const collOp* op) {
+  (void)comm; (void)op;
+  return collSuccess;
+}
+static inline void collObsWaitDone(collComm_t comm) { (void)comm; }
 static inline void collObsStepPost(collComm_t comm, int c, int i, int kind, int peer, size_t bytes, int phase,
                                    size_t slice) {
   (void)comm; (void)c; (void)i; (void)kind; (void)peer; (void)bytes; (void)phase; (void)slice;
@@ -266,83 +267,94 @@ static inline void collObsPending(collComm_t comm, int c, int phase, int i) { (v
  * (one add to memory); readers load each one whole (COLL_OBS_GET). */
 #define COLL_OBS_INC(x, v) ((x) += (v))
 
-static inline void collObsLaunchBegin(collComm_t comm, int nops) {
-  if (__builtin_expect(comm->obsEvents, 0)) collObsEvLaunch(comm, 1, nops, collSuccess);
-}
-static inline void collObsLaunchEnd(collComm_t comm, collResult_t r) {
-  if (__builtin_expect(comm->obsEvents, 0)) collObsEvLaunch(comm, 0, 0, r);
+/* 1 when the launch has events to report (trace, profiler): the engine then
+ * brackets it with collObsLaunchBegin / collObsLaunchEnd. */
+static inline int collObsLaunchTraced(collComm_t comm) { return __builtin_expect(comm->obsHot.events != 0, 0); }
+static inline void collObsLaunchBegin(collComm_t comm, int nops) { collObsEvLaunch(comm, 1, nops, collSuccess); }
+static inline void collObsLaunchEnd(collComm_t comm, collResult_t r) { collObsEvLaunch(comm, 0, 0, r); }
+
+/* The collective op runs through the mailbox. 1: it is counted (a call of
+ * the open run: one countdown, four compares, one add; or the first of a
+ * new run), nothing more to call; 0: it is timed or has events, it began
+ * (collObsOpBegin, collObsOpAlgo done) and the caller ends it
+ * (collObsOpEnd). Its end and its failure need no hook: the engine's
+ * opCount says which call of a run is done, collObsFailure marks the one
+ * that failed. */
+/* The call extends the open run (it is equal to it, and not one to time). */
+static inline int collObsRunExtends(collComm_t comm, const collOp* op) {
+  collObsHot* h = &comm->obsHot;
+  uint64_t dtypeOp;
+  _Static_assert(sizeof(collDataType_t) == 4 && sizeof(collRedOp_t) == 4 &&
+                     offsetof(collOp, op) == offsetof(collOp, dtype) + 4,
+                 "collOp: dtype and op are one 8-byte word");
+  memcpy(&dtypeOp, &op->dtype, sizeof dtypeOp);
+  if (__builtin_expect(--h->mbLeft != 0 && op->count == h->count && dtypeOp == h->dtypeOp &&
+                           (int32_t)op->fn == h->fn && op->peer == h->peer,
+                       1)) {
+    COLL_OBS_INC(h->reps, 1);
+    return 1;
+  }
+  return 0;
 }
 
-/* A collective starts. Its record is written once its algorithm is known
- * (collObsOpAlgo), in one go; one that ends or fails or waits before that
- * (a zero count, COLL_CHECK) gets it then (collObsMaterialize). */
-static inline void collObsOpBegin(collComm_t comm, const collOp* op) {
-  struct collObs* o = comm->obs;
-  o->curOp = op;
-  o->curBits = COLL_OBS_CUR_PENDING;
+static inline int collObsMailbox(collComm_t comm, const collOp* op) {
+  return collObsRunExtends(comm, op) || collObsMailboxSlow(comm, op);
 }
 
-/* The collective's algorithm is known (mailbox or a registry row): its
- * record. A mailbox call that is not timed is counted here, where what
- * the counters need is at hand (COLL_OBS_CUR_FAST: only its end is left);
- * timing (every schedule, one mailbox call in COLL_OBS_MB_SAMPLE) and
- * events start out of line. */
+/* The same for a collective on a communicator of one rank (its schedule
+ * moves no byte between ranks; the ~0.4 us path): 1: a call of the open
+ * run, counted, run it without obsOp; 0: it begins as any other collective
+ * (collObsOpBegin ... collObsOpEnd), timed, and the calls equal to it after
+ * it form a run with the algorithm the tuner chose for it. */
+static inline int collObsSolo(collComm_t comm, const collOp* op) {
+  return collObsRunExtends(comm, op) || collObsSoloSlow(comm, op);
+}
+
+/* A collective that is not a mailbox call starts (its record). */
+static inline void collObsOpBegin(collComm_t comm, const collOp* op) { collObsOpBeginImpl(comm, op); }
+/* Its algorithm is known (a registry row): record, timing, events. */
 static inline void collObsOpAlgo(collComm_t comm, const collOp* op, int algo, int nch, size_t chunk) {
-  struct collObs* o = comm->obs;
-  if (algo == COLL_OBS_ALGO_MAILBOX && __builtin_expect(--o->mbLeft != 0, 1)) {
-    uint32_t fn = collObsRecordOp(o, comm, op, algo, nch, 1); /* mailbox collectives have no root */
-    collObsColl* k = &o->coll[fn][COLL_OBS_ALGO_MAILBOX];
-    COLL_OBS_INC(k->calls, 1);
-    COLL_OBS_INC(k->bytes, (uint64_t)op->count * collObsTypeBytes[(uint32_t)op->dtype]);
-    COLL_OBS_INC(o->collSeq, 1);
-    o->curBits = (uint32_t)algo | COLL_OBS_CUR_FAST;
-    return;
-  }
-  collObsOpAlgoSlow(comm, op, algo, nch, chunk);
+  collObsOpAlgoImpl(comm, op, algo, nch, chunk);
+}
+/* It ended (r: its result, returned): counters, record, events. */
+static inline collResult_t collObsOpEnd(collComm_t comm, const collOp* op, collResult_t r) {
+  return collObsOpEndImpl(comm, op, r);
+}
+/* A collective of count 0 (it runs nothing): its record and counters. */
+static inline collResult_t collObsOpEmpty(collComm_t comm, const collOp* op) {
+  collObsOpBeginImpl(comm, op);
+  return collObsOpEndImpl(comm, op, collSuccess);
 }
 
-/* The collective ended (r: its result): counters, record, events. */
-static inline void collObsOpEnd(collComm_t comm, const collOp* op, collResult_t r) {
+/* A mailbox wait ended: the long wait that is open ends at its last clock
+ * read (no clock read here). */
+static inline void collObsWaitDone(collComm_t comm) {
   struct collObs* o = comm->obs;
-  if (__builtin_expect(o->curBits == (COLL_OBS_ALGO_MAILBOX | COLL_OBS_CUR_FAST) && r == collSuccess, 1)) {
-    /* the mailbox fast path (counted at its start); a long wait ends at its last clock read */
-    if (o->waitSinceNs) {
-      COLL_OBS_INC(o->peers[o->waitPeer].waitNs, o->waitLastNs - o->waitSinceNs);
-      o->waitSinceNs = 0;
-    }
-    COLL_OBS_SET(o->cur->state, COLL_OBS_REC_DONE);
-    o->curBits = 0;
-    return;
+  if (o && o->waitSinceNs) {
+    COLL_OBS_INC(o->peers[o->waitPeer].waitNs, o->waitLastNs - o->waitSinceNs);
+    o->waitSinceNs = 0;
   }
-  collObsOpEndSlow(comm, op, r);
 }
 
 /* A transfer was posted (events only). */
 static inline void collObsStepPost(collComm_t comm, int c, int i, int kind, int peer, size_t bytes, int phase,
                                    size_t slice) {
-  if (__builtin_expect(comm->obs->events, 0)) collObsEvStep(comm, 1, c, i, kind, peer, bytes, phase, slice);
+  if (__builtin_expect(comm->obsHot.events, 0)) collObsEvStep(comm, 1, c, i, kind, peer, bytes, phase, slice);
 }
 
-/* A transfer with peer completed: bytes sent (isSend) or received. */
+/* A transfer with peer completed: bytes sent (isSend) or received (out of
+ * line: a transfer costs far more than the call, and the engine's step
+ * loop stays as tight as without counters). */
 static inline void collObsStepDone(collComm_t comm, int c, int i, int peer, int isSend, size_t bytes) {
-  struct collObs* o = comm->obs;
-  collObsPeer* p = &o->peers[peer];
-  if (isSend) {
-    COLL_OBS_INC(p->bytesSent, bytes);
-    COLL_OBS_INC(p->msgsSent, 1);
-  } else {
-    COLL_OBS_INC(p->bytesRecv, bytes);
-    COLL_OBS_INC(p->msgsRecv, 1);
-  }
-  if (__builtin_expect(o->events, 0)) collObsEvStep(comm, 0, c, i, 0, peer, bytes, 0, 0);
+  collObsStepDoneImpl(comm, c, i, peer, isSend, bytes);
 }
 
 /* Step i of channel c (phase) is still pending: what a wait would be on. */
 static inline void collObsPending(collComm_t comm, int c, int phase, int i) {
-  struct collObs* o = comm->obs;
-  o->pendCh = c;
-  o->pendPhase = phase;
-  o->pendStep = i;
+  collObsHot* h = &comm->obsHot;
+  h->pendCh = c;
+  h->pendPhase = phase;
+  h->pendStep = i;
 }
 #endif
 

@@ -37,24 +37,28 @@ static const char* collObsPeerLink(collComm_t comm, int p) {
   return net && net->name ? net->name : "?";
 }
 
+/* The counters per collective and algorithm, read once per API call
+ * (collObsCollSnapshot: the open run of mailbox calls included). */
+typedef collObsColl collObsCollTable[COLL_OBS_FNS][COLL_OBS_MAX_ALGOS];
+
 /* Mailbox bytes: each call's count x type size, to and from every peer. */
-static uint64_t collObsMbBytes(const struct collObs* o) {
+static uint64_t collObsMbBytes(collObsCollTable k) {
   uint64_t b = 0;
-  for (int fn = 0; fn < COLL_OBS_FNS; fn++) b += COLL_OBS_GET(o->coll[fn][COLL_OBS_ALGO_MAILBOX].bytes);
+  for (int fn = 0; fn < COLL_OBS_FNS; fn++) b += k[fn][COLL_OBS_ALGO_MAILBOX].bytes;
   return b;
 }
 
-static uint64_t collObsMbCalls(const struct collObs* o) {
+static uint64_t collObsMbCalls(collObsCollTable k) {
   uint64_t c = 0;
-  for (int fn = 0; fn < COLL_OBS_FNS; fn++) c += COLL_OBS_GET(o->coll[fn][COLL_OBS_ALGO_MAILBOX].calls);
+  for (int fn = 0; fn < COLL_OBS_FNS; fn++) c += k[fn][COLL_OBS_ALGO_MAILBOX].calls;
   return c;
 }
 
-static void collObsPeerFill(collComm_t comm, int p, collPeerStats_t* out) {
+static void collObsPeerFill(collComm_t comm, collObsCollTable k, int p, collPeerStats_t* out) {
   const struct collObs* o = comm->obs;
   const collObsPeer* q = &o->peers[p];
   memset(out, 0, sizeof *out);
-  uint64_t mb = p == comm->rank ? 0 : collObsMbBytes(o), mc = p == comm->rank ? 0 : collObsMbCalls(o);
+  uint64_t mb = p == comm->rank ? 0 : collObsMbBytes(k), mc = p == comm->rank ? 0 : collObsMbCalls(k);
   out->bytesSent = COLL_OBS_GET(q->bytesSent) + mb;
   out->bytesRecv = COLL_OBS_GET(q->bytesRecv) + mb;
   out->msgsSent = COLL_OBS_GET(q->msgsSent) + mc;
@@ -66,9 +70,8 @@ static void collObsPeerFill(collComm_t comm, int p, collPeerStats_t* out) {
 
 /* Time inside operations: measured, plus the untimed mailbox calls at the
  * mean of the timed ones. */
-static uint64_t collObsCallNs(const struct collObs* o, int fn, int algo) {
-  const collObsColl* k = &o->coll[fn][algo];
-  uint64_t calls = COLL_OBS_GET(k->calls), timed = COLL_OBS_GET(k->timedCalls), ns = COLL_OBS_GET(k->timeNs);
+static uint64_t collObsCallNs(const collObsColl* k) {
+  uint64_t calls = k->calls, timed = k->timedCalls, ns = k->timeNs;
   if (timed == 0 || timed >= calls) return ns;
   return ns + (uint64_t)((double)ns / (double)timed * (double)(calls - timed));
 }
@@ -95,16 +98,16 @@ static void collObsLinkAdd(collStats_t* s, const char* name, const collPeerStats
   }
 }
 
-static void collObsTotals(collComm_t comm, collStats_t* s) {
+static void collObsTotals(collComm_t comm, collObsCollTable k, collStats_t* s) {
   const struct collObs* o = comm->obs;
   memset(s, 0, sizeof *s);
   s->rank = comm->rank;
   s->nranks = comm->nranks;
-  uint64_t mb = collObsMbBytes(o), mc = collObsMbCalls(o);
+  uint64_t mb = collObsMbBytes(k), mc = collObsMbCalls(k);
   for (int p = 0; p < comm->nranks; p++) {
     if (p == comm->rank) continue;
     collPeerStats_t ps;
-    collObsPeerFill(comm, p, &ps);
+    collObsPeerFill(comm, k, p, &ps);
     s->bytesSent += ps.bytesSent;
     s->bytesRecv += ps.bytesRecv;
     s->msgsSent += ps.msgsSent;
@@ -115,9 +118,9 @@ static void collObsTotals(collComm_t comm, collStats_t* s) {
   }
   for (int fn = 0; fn < COLL_OBS_FNS; fn++)
     for (int a = 0; a < COLL_OBS_MAX_ALGOS; a++) {
-      s->ops += COLL_OBS_GET(o->coll[fn][a].calls);
-      s->failedOps += COLL_OBS_GET(o->coll[fn][a].failed);
-      s->callNs += collObsCallNs(o, fn, a);
+      s->ops += k[fn][a].calls;
+      s->failedOps += k[fn][a].failed;
+      s->callNs += collObsCallNs(&k[fn][a]);
     }
   s->elapsedNs = collObsNowNs() - o->tInitNs;
 }
@@ -126,7 +129,9 @@ collResult_t collCommGetStatsImpl(collComm_t comm, collStats_t* stats) {
   if (!stats) return collSetError(collInvalidArgument, "collCommGetStats: stats is NULL");
   collResult_t r = collObsEnter(comm, "collCommGetStats");
   if (r != collSuccess) return r;
-  collObsTotals(comm, stats);
+  collObsCollTable k;
+  collObsCollSnapshot(comm, k);
+  collObsTotals(comm, k, stats);
   collCommLeave(comm);
   return collSuccess;
 }
@@ -139,7 +144,9 @@ collResult_t collCommGetPeerStatsImpl(collComm_t comm, collPeerStats_t* peers, i
   if (npeers > comm->nranks) {
     r = collSetError(collInvalidArgument, "collCommGetPeerStats: npeers %d > nranks %d", npeers, comm->nranks);
   } else {
-    for (int p = 0; p < npeers; p++) collObsPeerFill(comm, p, &peers[p]);
+    collObsCollTable k;
+    collObsCollSnapshot(comm, k);
+    for (int p = 0; p < npeers; p++) collObsPeerFill(comm, k, p, &peers[p]);
   }
   collCommLeave(comm);
   return r;
@@ -150,12 +157,13 @@ collResult_t collCommGetCollStatsImpl(collComm_t comm, collCollStats_t* rows, in
   if (max < 0) return collSetError(collInvalidArgument, "collCommGetCollStats: max %d < 0", max);
   collResult_t r = collObsEnter(comm, "collCommGetCollStats");
   if (r != collSuccess) return r;
-  const struct collObs* o = comm->obs;
+  collObsCollTable tab;
+  collObsCollSnapshot(comm, tab);
   int n = 0;
   for (int fn = 0; fn < COLL_OBS_FNS; fn++)
     for (int a = 0; a < COLL_OBS_MAX_ALGOS; a++) {
-      const collObsColl* k = &o->coll[fn][a];
-      uint64_t calls = COLL_OBS_GET(k->calls);
+      const collObsColl* k = &tab[fn][a];
+      uint64_t calls = k->calls;
       if (!calls) continue;
       if (n < max) {
         collCollStats_t* row = &rows[n];
@@ -163,10 +171,10 @@ collResult_t collCommGetCollStatsImpl(collComm_t comm, collCollStats_t* rows, in
         snprintf(row->coll, sizeof row->coll, "%s", collObsFnName(fn));
         snprintf(row->algo, sizeof row->algo, "%s", collObsAlgoName(a));
         row->calls = calls;
-        row->failed = COLL_OBS_GET(k->failed);
-        row->bytes = COLL_OBS_GET(k->bytes);
-        row->timedCalls = COLL_OBS_GET(k->timedCalls);
-        row->timeNs = COLL_OBS_GET(k->timeNs);
+        row->failed = k->failed;
+        row->bytes = k->bytes;
+        row->timedCalls = k->timedCalls;
+        row->timeNs = k->timeNs;
       }
       n++;
     }
@@ -200,9 +208,10 @@ static void collObsJsonTraffic(FILE* f, uint64_t bs, uint64_t br, uint64_t ms, u
 }
 
 void collObsWriteStats(collComm_t comm, FILE* f, const char* why) {
-  const struct collObs* o = comm->obs;
+  collObsCollTable tab;
+  collObsCollSnapshot(comm, tab);
   collStats_t s;
-  collObsTotals(comm, &s);
+  collObsTotals(comm, tab, &s);
   collResult_t err = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE);
   fprintf(f, "{\"kind\":\"coll-stats\",\"version\":1,\"reason\":");
   collObsJsonStr(f, why);
@@ -230,7 +239,7 @@ void collObsWriteStats(collComm_t comm, FILE* f, const char* why) {
   fputs("],\"peers\":[", f);
   for (int p = 0; p < comm->nranks; p++) {
     collPeerStats_t ps;
-    collObsPeerFill(comm, p, &ps);
+    collObsPeerFill(comm, tab, p, &ps);
     double lat = 0, bw = 0;
     int calibrated = 0;
     if (p != comm->rank && comm->tuner) bw = collTunerPeerGBps(comm, p, &lat, &calibrated);
@@ -249,14 +258,13 @@ void collObsWriteStats(collComm_t comm, FILE* f, const char* why) {
   int n = 0;
   for (int fn = 0; fn < COLL_OBS_FNS; fn++)
     for (int a = 0; a < COLL_OBS_MAX_ALGOS; a++) {
-      const collObsColl* k = &o->coll[fn][a];
-      if (!COLL_OBS_GET(k->calls)) continue;
+      const collObsColl* k = &tab[fn][a];
+      if (!k->calls) continue;
       fprintf(f, "%s{\"coll\":\"%s\",\"algo\":\"%s\",\"calls\":%llu,\"failed\":%llu,\"bytes\":%llu,\"timedCalls\":%llu,"
               "\"timeNs\":%llu,\"estTimeNs\":%llu}",
-              n++ ? "," : "", collObsFnName(fn), collObsAlgoName(a), (unsigned long long)COLL_OBS_GET(k->calls),
-              (unsigned long long)COLL_OBS_GET(k->failed), (unsigned long long)COLL_OBS_GET(k->bytes),
-              (unsigned long long)COLL_OBS_GET(k->timedCalls), (unsigned long long)COLL_OBS_GET(k->timeNs),
-              (unsigned long long)collObsCallNs(o, fn, a));
+              n++ ? "," : "", collObsFnName(fn), collObsAlgoName(a), (unsigned long long)k->calls,
+              (unsigned long long)k->failed, (unsigned long long)k->bytes, (unsigned long long)k->timedCalls,
+              (unsigned long long)k->timeNs, (unsigned long long)collObsCallNs(k));
     }
   fputs("]}\n", f);
 }
