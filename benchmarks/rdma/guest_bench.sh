@@ -51,14 +51,16 @@ bw() { # FLAGS SIZE: the client's summary line (guest 0 serves, guest 1 or a loc
   ib_write_bw $1 -F -d rxe0 -x 1 -s $2 -n 20 --report_gbits $srv 2>&1 | grep -A1 '#bytes' | tail -1
   wait
 }
-# coll_bench NAME ARGS: one rank here (two guests) or -np 2
+# coll_bench NAME ARGS: one rank here (two guests) or -np 2; "-y 1" in ARGS
+# (blocking calls on the NULL stream) writes coll_NAME_blocking.R
 coll_bench() {
-  local name=$1; shift
+  local name=$1 SUF=""; shift
+  case " $* " in *" -y 1 "*) SUF=_blocking ;; esac
   if [ "$NODES" = 2 ]; then
     env $IB RANK=$N WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=198.18.0.1 MASTER_PORT=$((17300 + PORTK++ * 2)) \
-      timeout 900 "$B/benchmarks/$name" "$@" > "$O/coll_${name%_perf}.$r" 2>&1
+      timeout 900 "$B/benchmarks/$name" "$@" > "$O/coll_${name%_perf}$SUF.$r" 2>&1
   else
-    env $IB timeout 900 "$B/benchmarks/$name" -np 2 "$@" > "$O/coll_${name%_perf}.$r" 2>&1
+    env $IB timeout 900 "$B/benchmarks/$name" -np 2 "$@" > "$O/coll_${name%_perf}$SUF.$r" 2>&1
   fi
 }
 gloo_bench() { # ALGO FILE
@@ -78,6 +80,8 @@ for r in $(seq "$R"); do
   coll_bench sendrecv_perf $SR -n $NI -w 1 -c 1
   meet "ar.$r"
   coll_bench allreduce_perf $AR -n $NI -w 1 -c 1
+  meet "arb.$r"
+  coll_bench allreduce_perf $AR -n $NI -w 1 -c 1 -y 1 # blocking, in the caller's thread (as the peers' calls)
   if [ "$NODES" = 1 ]; then
     timeout 900 mpirun --allow-run-as-root --oversubscribe -np 2 --mca pml ucx --mca btl ^openib,vader,tcp $UCX \
       "$BIN/mpi_perf.openmpi" -C allreduce $AR -n $NI -w 1 -c 1 > "$O/ompi_ucx_allreduce.$r" 2>&1

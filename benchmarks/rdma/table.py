@@ -101,18 +101,29 @@ for s in sorted(set(uni) | set(bi) | set(sr)):
 if srbad:
     print("\n%d sendrecv rows failed their check and were left out." % srbad)
 
-peers = [("coll (ib)", "coll_allreduce"), ("Open MPI 4.1 + UCX rc", "ompi_ucx_allreduce"),
+# coll twice: on a stream (nccl-tests' default: the call is handed to the
+# stream's thread, the benchmark synchronizes) and blocking on the NULL stream
+# (-y 1: the call runs in the caller's thread), which is what the peers'
+# blocking calls measure
+peers = [("coll (ib, stream)", "coll_allreduce"), ("coll (ib, blocking)", "coll_allreduce_blocking"),
+         ("Open MPI 4.1 + UCX rc", "ompi_ucx_allreduce"),
          ("Gloo ibverbs ring", "gloo_ib_ring"), ("Gloo ibverbs halving-doubling", "gloo_ib_hd")]
+NCOLL = 2
 data = [(label,) + collect(name) for label, name in peers]
+data = [d for i, d in enumerate(data) if i >= NCOLL or d[3] > 0 or i == 0]
+ncoll = sum(1 for d in data if d[0].startswith("coll"))
 print("\n### All-reduce, float32 sum, 2 ranks, %s (time per call in us, out-of-place; best of the rounds, median in parentheses)\n" % where)
-print("| size | " + " | ".join(d[0] for d in data) + " | coll / best peer (best rounds) |")
-print("|---:|" + "---:|" * (len(data) + 1))
+print("| size | " + " | ".join(d[0] for d in data) + " | " +
+      " | ".join("%s / best peer" % d[0].replace("coll (ib, ", "coll ").replace("coll (ib)", "coll").rstrip(")")
+                 for d in data[:ncoll]) + " |")
+print("|---:|" + "---:|" * (len(data) + ncoll))
 sizes = sorted(set().union(*[set(d[1]) for d in data]))
 for s in sizes:
     ts = [d[1].get(s) for d in data]
-    others = [t[0] for t in ts[1:] if t]
-    ratio = ts[0][0] / min(others) if ts[0] and others else None
-    print("| %s | " % size_str(s) + " | ".join(fp(t, "%.0f") for t in ts) + " | %s |" % f(ratio, "%.2f"))
+    others = [t[0] for t in ts[ncoll:] if t]
+    ratios = [ts[i][0] / min(others) if ts[i] and others else None for i in range(ncoll)]
+    print("| %s | " % size_str(s) + " | ".join(fp(t, "%.0f") for t in ts) + " | " +
+          " | ".join(f(r, "%.2f") for r in ratios) + " |")
 bad = [(d[0], d[2]) for d in data if d[2]]
 for label, n in bad:
     print("\n%s: %d rows failed their check and were left out." % (label, n))

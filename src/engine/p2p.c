@@ -3,7 +3,8 @@
  *
  * Transfers to one peer in one direction keep their issue order (as NCCL:
  * the k-th send to a peer matches the peer's k-th receive from us). Each
- * transfer is cut into chunk-size slices; slice k travels on channel k % C,
+ * transfer is cut into chunk-size slices (collP2pChunk: larger over ib);
+ * slice k travels on channel k % C,
  * so both sides derive the same message sequence per connection from the
  * count alone. Every transfer sends at least one (possibly empty) message,
  * tagged with the transfer's signature (sig.h: count and data type), so a
@@ -20,6 +21,7 @@
 #include "engine/reg.h"
 #include "engine/sig.h"
 #include "misc/log.h"
+#include "misc/param.h"
 #include "obs/obs.h"
 #include "reduce/reduce.h"
 
@@ -43,6 +45,25 @@ static uint64_t collP2pTag(collComm_t comm, const collOp* o, collSig* s) {
 
 static size_t collP2pSlices(size_t bytes, size_t chunk) {
   return bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
+}
+
+/* The most bytes one slice carries when the transport places them in the
+ * receiver's buffer itself (collP2pChunk). */
+#define COLL_P2P_ZC_MAX_SLICE ((size_t)16 << 20)
+
+/* Bytes per slice of a transfer of `bytes` with peer: the chunk size; but
+ * over a transport that writes into the receiver's registered buffer (ib),
+ * slices save no staging and each costs the receiver's clear-to-send round
+ * trip with nothing else in flight on its channel, so unless COLL_CHUNKSIZE
+ * is set each channel carries its share in one slice (up to
+ * COLL_P2P_ZC_MAX_SLICE). Both sides compute the same from the count (the
+ * pair's transport is the same on both). */
+static size_t collP2pChunk(collComm_t comm, int peer, size_t bytes, int nch) {
+  size_t chunk = comm->chunkBytes;
+  if (!comm->netReg[comm->peerKind[peer]] || collParamIsSet(COLL_PARAM_CHUNKSIZE)) return chunk;
+  size_t share = (bytes + (size_t)nch - 1) / (size_t)nch;
+  if (share > COLL_P2P_ZC_MAX_SLICE) share = COLL_P2P_ZC_MAX_SLICE;
+  return share > chunk ? share : chunk;
 }
 
 /* Pairs self sends with self receives in order and copies them. */
@@ -72,11 +93,10 @@ static collResult_t collP2pSelf(collComm_t comm, const collOp* ops, int nops) {
 /* Moves one lane forward; returns 1 if something happened. */
 static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int nch, collIdle* idle,
                             collResult_t* err) {
-  size_t chunk = comm->chunkBytes;
   int progressed = 0;
   while (l->qi < l->nops) {
     const collOp* o = &ops[l->ops[l->qi]];
-    size_t bytes = collP2pBytes(o), ns = collP2pSlices(bytes, chunk);
+    size_t bytes = collP2pBytes(o), chunk = collP2pChunk(comm, l->peer, bytes, nch), ns = collP2pSlices(bytes, chunk);
     if (l->k >= ns) { /* this channel has no (more) slices of this transfer */
       l->qi++;
       l->k = (size_t)l->channel;

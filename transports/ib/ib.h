@@ -15,7 +15,8 @@
  *    isend/irecv return collSuccess with *request = NULL (retry later);
  *  - a send of at most COLL_IB_EAGER_BYTES completes without the receiver
  *    having posted its receive for the first COLL_IB_MAX_REQUESTS messages
- *    (and whenever the receiver has caught up); larger ones wait for it;
+ *    (and whenever the receiver has caught up), and is done as soon as it is
+ *    written out (its bytes copied); larger ones wait for the receiver;
  *  - test returning an error releases the request; once a comm failed, every
  *    later request on it fails the same way; a peer that exits or closes is
  *    an error within IB_CHECK_S of test calls;

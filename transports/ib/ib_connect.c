@@ -632,6 +632,7 @@ collResult_t collIbCloseComm(void* comm) {
   collIbComm* c = comm;
   if (!c) return collSuccess;
   if (c->tag != IB_TAG_SEND && c->tag != IB_TAG_RECV) return collSetError(collInvalidArgument, "ib close: not an ib comm");
+  collIbDrain(c, IB_GONE_GRACE_S);
   pthread_mutex_lock(&collIb.lock);
   dropComm(c);
   c->tag = 0;

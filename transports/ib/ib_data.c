@@ -14,6 +14,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -234,7 +235,13 @@ static void issueSends(collIbComm* c, int* progressed) {
         if (postWrite(c, q, WRID(k, q, IB_WR_REC), st, sizeof *h + r->size, c->ctrlMr->lkey,
                       c->remAddr + (k % IB_DEPTH) * IB_SLOT, c->remKey, (int64_t)(k & IB_IMM_SEQ)) != collSuccess)
           return;
-        r->state = IB_REQ_ISSUED;
+        /* done now: the payload is in the staging slot, which no later
+         * message reuses before this one left it (message k + IB_DEPTH needs
+         * CTS k + IB_DEPTH or credit k + 1, both of which say the receiver
+         * has consumed message k). Waiting for the write's completion would
+         * add the link's round trip (its acknowledgement) to every small
+         * send; a failure of the write still fails the comm. */
+        r->state = IB_REQ_DONE;
         c->issued++;
         *progressed = 1;
         continue;
@@ -416,6 +423,16 @@ static int writesInFlight(const collIbComm* c) {
   int n = 0;
   for (int i = 0; i < c->nqps; i++) n += IB_SQ_DEPTH - c->sqFree[i];
   return n;
+}
+
+void collIbDrain(collIbComm* c, double sec) {
+  double end = collTimeNow() + sec;
+  int prog = 0;
+  while (c->isSend && c->err == collSuccess && atomic_load_explicit(&c->state, memory_order_acquire) == IB_CONNECTED &&
+         writesInFlight(c) > 0 && collTimeNow() < end) {
+    pollCq(c, &prog);
+    if (writesInFlight(c) > 0) sched_yield();
+  }
 }
 
 /* Looks at the side channel: garbage fails the comm; the peer's close does

@@ -32,7 +32,9 @@
  *    the receiver's slot k, without waiting for CTS k, when slot k is known to
  *    be free (CTS k arrived, or the receiver reported k - IB_DEPTH consumed):
  *    a connection's first messages (the engine's hello) complete before the
- *    peer posts a receive, as over TCP. The receiver copies them out;
+ *    peer posts a receive, as over TCP. Such a send is done once posted (its
+ *    payload is copied: no wait for the write's acknowledgement, a round
+ *    trip). The receiver copies them out;
  *  - a larger isend whose CTS k has not come within IB_RTS_DELAY_S, with
  *    credit, writes a request-to-send {size} into slot k of the receiver's RTS array
  *    (immediate k | IB_IMM_RTS): a receiver that posted a small buffer (and
@@ -350,6 +352,10 @@ collResult_t collIbTest(void* request, int* done, size_t* size, uint64_t* tag);
 collResult_t collIbProgress(collIbComm* c, int* progressed);
 /* Arms the comm's CQ for the completion channel, then looks once more. */
 void collIbArm(collIbComm* c, int* progressed);
+/* Send comm: waits up to sec for the writes in flight (eager sends are done
+ * before their writes complete), so that closing the comm right after them
+ * does not drop them. */
+void collIbDrain(collIbComm* c, double sec);
 /* Posts n receive WRs (for immediates) on QP i. */
 int collIbPostRecvs(collIbComm* c, int i, int n);
 /* One-line hint for a failed work completion. */
