@@ -75,6 +75,7 @@ typedef struct {
   int timestamps;      /* -S: timestamp column */
   int memReport;       /* -M: memory usage line */
   int showAlgo;        /* --show_algo: the algorithm each row ran (flight recorder) */
+  int localRegister;   /* -R 1: buffers from collMemAlloc, registered with collCommRegister */
   const char* jsonPath; /* -J */
   const char* csvPath;  /* --csv */
   int launchTimeout;   /* -np: seconds, 0 = none */
@@ -103,6 +104,7 @@ typedef struct {
   char* recvBase;
   size_t maxBytes;
   size_t bufBytes;     /* bytes allocated for both buffers */
+  void* regs[2];       /* -R 1: the registrations of send and recv */
   uint64_t seed;
   int errors;          /* (size, placement) results with wrong elements */
   double bwSum;

@@ -31,6 +31,7 @@
 #include "engine/progress.h"
 #include "engine/reg.h"
 #include "engine/sig.h"
+#include "engine/zerocopy.h"
 #include "misc/log.h"
 #include "misc/param.h"
 #include "obs/obs.h"
@@ -434,6 +435,11 @@ static collResult_t collRunCollective(collComm_t comm, const collOp* op) {
     collTunerNoteMailbox(comm, op->fn, op->count, op->dtype);
     collObsOpAlgo(comm, op, COLL_OBS_ALGO_MAILBOX, 1, 0);
     return collMailboxRun(comm, op, tag, &sig);
+  }
+  if (host && collZeroCopyWanted(comm, op)) { /* every rank's buffers collMemAlloc memory: read them in place */
+    int ran = 0;
+    collResult_t r = collZeroCopyRun(comm, op, tag, &sig, &ran);
+    if (r != collSuccess || ran) return r;
   }
   if (wide || (op->op == collAvg && collHalfReducing(op))) {
     if (!host)

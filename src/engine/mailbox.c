@@ -74,7 +74,7 @@ typedef struct {
 struct collMailbox {
   char* base;
   size_t mapBytes, slotBytes, slotStride;
-  uint32_t seq; /* calls run through the mailbox so far */
+  uint32_t seq; /* calls (and rounds of collMailboxRound) run through the mailbox so far */
   int* pidfds;  /* [nranks], -1 where none */
 };
 
@@ -377,6 +377,31 @@ static void mbReduceWide(struct collMailbox* m, int n, int p, size_t off, const 
     }
     collReduceNarrow((char*)out + i * 2, acc, k, op->dtype, op->op == collAvg ? n : 1);
   }
+}
+
+size_t collMailboxSlotBytes(collComm_t comm) { return comm->mailbox ? comm->mailbox->slotBytes : 0; }
+
+collResult_t collMailboxRound(collComm_t comm, const void* data, size_t bytes, uint64_t tag, const collSig* sig) {
+  struct collMailbox* m = comm->mailbox;
+  int n = comm->nranks;
+  if (!m || bytes > m->slotBytes)
+    return collSetError(collInternalError, "mailbox: a round of %zu bytes does not fit (slot %zu)", bytes,
+                        m ? m->slotBytes : 0);
+  uint32_t seq = ++m->seq;
+  int p = (int)(seq & 1);
+  mbSlotHdr* mine = mbSlot(m, n, comm->rank, p);
+  if (bytes) memcpy(mbData(mine), data, bytes);
+  mine->tag = tag;
+  atomic_store(&mine->seq, seq); /* seq_cst: ordered before the sleepers load */
+  if (atomic_load(mbSleepers(m)) > 0) syscall(SYS_futex, &mine->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+  collResult_t r = mbWaitAll(comm, m, seq, p, tag, sig);
+  if (r == collSuccess) r = mbCheckSignatures(comm, m, mine, p, sig);
+  return r;
+}
+
+const void* collMailboxPeerData(collComm_t comm, int r) {
+  struct collMailbox* m = comm->mailbox;
+  return mbData(mbSlot(m, comm->nranks, r, (int)(m->seq & 1)));
 }
 
 collResult_t collMailboxRun(collComm_t comm, const collOp* op, uint64_t tag, const collSig* sig) {

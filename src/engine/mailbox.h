@@ -38,6 +38,19 @@ int collMailboxFits(collComm_t comm, const collOp* op);
  * process exited), collTimeout (COLL_TIMEOUT). Every error fails the
  * communicator. */
 collResult_t collMailboxRun(collComm_t comm, const collOp* op, uint64_t tag, const collSig* sig);
+/* One round of a protocol on the mailbox (the zero-copy path,
+ * engine/zerocopy.h): publishes bytes of data (at most
+ * collMailboxSlotBytes) for the call (tag, sig: its signature), waits until
+ * every rank published its round and checks that all signatures are equal.
+ * Every rank must run the same number of rounds in the call. Afterwards
+ * collMailboxPeerData(comm, r) is what rank r published in this round,
+ * valid until this rank's next round but one. Errors: as collMailboxRun
+ * (it does not fail the communicator: the caller does); collInternalError
+ * when there is no mailbox or bytes do not fit. */
+collResult_t collMailboxRound(collComm_t comm, const void* data, size_t bytes, uint64_t tag, const collSig* sig);
+const void* collMailboxPeerData(collComm_t comm, int r);
+/* Data bytes of one slot; 0 without a mailbox. */
+size_t collMailboxSlotBytes(collComm_t comm);
 /* At the start of every collective (any path; a no-op without a mailbox):
  * publishes this rank's tag for its collective call number seq, so peers
  * waiting in the mailbox see a mismatched call at once. */
