@@ -494,9 +494,10 @@ collResult_t collCommDumpFlightRecorder(collComm_t comm, const char* path);
  * is not a ptrace attach). An all-reduce or reduce-scatter of at least
  * 1 MiB (any size when COLL_ALGO forces "zerocopy") whose send and receive
  * buffers lie in collMemAlloc memory on every rank of a one-node
- * communicator then reads the peers' inputs where they are: each rank
- * reduces its slice from all inputs into its own receive buffer, then
- * all-reduce reads the peers' slices of the result. Otherwise (any rank's
+ * communicator then reads the peers' inputs where they are: the ranks take
+ * pieces of the result from a shared counter (whichever rank runs does the
+ * work), reduce each from all inputs and store it straight into the receive
+ * buffers that want it (all of them for all-reduce). Otherwise (any rank's
  * buffers elsewhere, several nodes, no shared-memory mailbox) the call runs
  * its usual algorithm, with the same results. Each such call decides this
  * with its peers through the node's mailbox. Peers keep mappings of up to 8

@@ -2,7 +2,7 @@
  * mailbox.c - the shared-memory mailbox for small collectives (mailbox.h).
  *
  * Segment: one header line (the count of ranks asleep on a slot's sequence
- * word), one line per rank (its failed flag and its announcements), then per
+ * word; at byte 8 the zero-copy path's work counter), one line per rank (its failed flag and its announcements), then per
  * rank two slots of one header line {seq, signature} and COLL_MAILBOX_BYTES
  * of data. The signature is the call's tag (sig.h). Rank 0 creates it with
  * memfd_create and reserves every page with fallocate; the others open rank
@@ -397,6 +397,11 @@ collResult_t collMailboxRound(collComm_t comm, const void* data, size_t bytes, u
   collResult_t r = mbWaitAll(comm, m, seq, p, tag, sig);
   if (r == collSuccess) r = mbCheckSignatures(comm, m, mine, p, sig);
   return r;
+}
+
+/* In the header line, after the sleepers' count (zero-filled at creation). */
+_Atomic uint64_t* collMailboxCounter(collComm_t comm) {
+  return comm->mailbox ? (_Atomic uint64_t*)(comm->mailbox->base + 8) : NULL;
 }
 
 const void* collMailboxPeerData(collComm_t comm, int r) {

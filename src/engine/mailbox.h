@@ -15,6 +15,9 @@
 #ifndef COLL_MAILBOX_H_
 #define COLL_MAILBOX_H_
 
+#include <stdatomic.h>
+#include <stdint.h>
+
 #include "engine/engine.h"
 #include "engine/sig.h"
 
@@ -49,6 +52,10 @@ collResult_t collMailboxRun(collComm_t comm, const collOp* op, uint64_t tag, con
  * when there is no mailbox or bytes do not fit. */
 collResult_t collMailboxRound(collComm_t comm, const void* data, size_t bytes, uint64_t tag, const collSig* sig);
 const void* collMailboxPeerData(collComm_t comm, int r);
+/* A 64-bit word every rank of the node may update atomically (the zero-copy
+ * path's work counter; only it uses the word), 0 when the segment was made;
+ * NULL without a mailbox. */
+_Atomic uint64_t* collMailboxCounter(collComm_t comm);
 /* Data bytes of one slot; 0 without a mailbox. */
 size_t collMailboxSlotBytes(collComm_t comm);
 /* At the start of every collective (any path; a no-op without a mailbox):

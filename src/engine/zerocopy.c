@@ -1,7 +1,8 @@
 /*
  * zerocopy.c - the zero-copy all-reduce and reduce-scatter (zerocopy.h).
  *
- * Peer allocations are mapped read-only, whole, from the peer's memfd
+ * Peer allocations are mapped (read-write: results are stored into the
+ * peers' receive buffers), whole, from the peer's memfd
  * (/proc/<pid>/fd/<fd>, inode checked: a reused descriptor number is not
  * taken for the allocation), and the descriptor closed at once: a mapping
  * costs no fd. They stay mapped while the communicator lives, at most
@@ -34,7 +35,9 @@
 #include "tuner/tuner.h"
 
 #define ZC_MAPS_PER_PEER 8
-#define ZC_CHUNK_BYTES 16384 /* elements reduced at a time: the accumulator stays in L1 */
+#define COLL_ZC_MAX_RANKS 64 /* the mailbox's limit */
+#define ZC_CHUNK_BYTES 16384 /* reduced at a time: the accumulator stays in L1 */
+#define ZC_CLAIM_BYTES ((size_t)256 << 10) /* of the result, per claim of the work counter */
 
 typedef struct {
   uint64_t id; /* 0: free */
@@ -46,6 +49,7 @@ typedef struct {
 struct collZeroCopy {
   zcMap* maps; /* [nranks][ZC_MAPS_PER_PEER] */
   uint64_t clock;
+  uint64_t claimBase; /* the work counter's value where this call's claims start */
 };
 
 typedef struct {
@@ -80,7 +84,7 @@ void collZeroCopyFree(collComm_t comm) {
 
 /* The address of peer's buffer seg (mapped now if needed), or NULL with a
  * message in why. */
-static const char* zcPeerPtr(collComm_t comm, int peer, const collMemSeg* seg, char* why, size_t whyLen) {
+static char* zcPeerPtr(collComm_t comm, int peer, const collMemSeg* seg, char* why, size_t whyLen) {
   struct collZeroCopy* z = comm->zc;
   zcMap* row = &z->maps[peer * ZC_MAPS_PER_PEER];
   zcMap* victim = &row[0];
@@ -93,7 +97,7 @@ static const char* zcPeerPtr(collComm_t comm, int peer, const collMemSeg* seg, c
   }
   char path[64];
   snprintf(path, sizeof path, "/proc/%d/fd/%d", (int)comm->peers[peer].pid, (int)seg->fd);
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  int fd = open(path, O_RDWR | O_CLOEXEC);
   if (fd < 0) {
     snprintf(why, whyLen, "cannot open rank %d's collMemAlloc segment %s: %s", peer, path, strerror(errno));
     return NULL;
@@ -104,7 +108,7 @@ static const char* zcPeerPtr(collComm_t comm, int peer, const collMemSeg* seg, c
     close(fd);
     return NULL;
   }
-  void* base = mmap(NULL, seg->bytes, PROT_READ, MAP_SHARED, fd, 0);
+  void* base = mmap(NULL, seg->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   int e = errno;
   close(fd);
   if (base == MAP_FAILED) {
@@ -147,8 +151,8 @@ static void zcFence(void) {
  * offset off, chunk by chunk through an accumulator (out may be one of the
  * inputs: in place). wide: float16/bfloat16 in float32, rounded once;
  * preMul: native float16/bfloat16 average (inputs times 1/n first). */
-static void zcReduce(const collOp* op, int wide, int preMul, int n, const char* const* in, size_t off, char* out,
-                     size_t count) {
+static void zcReduce(const collOp* op, int wide, int preMul, int n, const char* const* in, size_t off,
+                     char* const* out, int nout, size_t count) {
   size_t es = collTypeSize(op->dtype);
   size_t k = ZC_CHUNK_BYTES / (wide ? sizeof(float) : es);
   _Alignas(64) char acc[ZC_CHUNK_BYTES], x[ZC_CHUNK_BYTES];
@@ -162,7 +166,7 @@ static void zcReduce(const collOp* op, int wide, int preMul, int n, const char* 
         fn(acc, acc, x, m);
       }
       collReduceNarrow(x, (const float*)acc, m, op->dtype, op->op == collAvg ? n : 1);
-      zcStore(out + i * es, x, m * es);
+      for (int o = 0; o < nout; o++) zcStore(out[o] + i * es, x, m * es);
       continue;
     }
     if (preMul) {
@@ -176,16 +180,8 @@ static void zcReduce(const collOp* op, int wide, int preMul, int n, const char* 
       for (int r = 2; r < n; r++) fn(acc, acc, in[r] + at, m);
       if (op->op == collAvg) collReduceAvgFinish(acc, m, op->dtype, n);
     }
-    zcStore(out + i * es, acc, m * es);
+    for (int o = 0; o < nout; o++) zcStore(out[o] + i * es, acc, m * es);
   }
-  zcFence();
-}
-
-/* Slice q of an all-reduce of count elements over n ranks: [*lo, *lo + len). */
-static size_t zcSlice(size_t count, int n, int q, size_t* lo) {
-  size_t base = count / (size_t)n, rem = count % (size_t)n;
-  *lo = (size_t)q * base + ((size_t)q < rem ? (size_t)q : rem);
-  return base + ((size_t)q < rem);
 }
 
 static collResult_t zcFail(collComm_t comm, collResult_t r) {
@@ -215,7 +211,7 @@ collResult_t collZeroCopyRun(collComm_t comm, const collOp* op, uint64_t tag, co
   if (r != collSuccess) return zcFail(comm, r);
   zcDesc* all = malloc(sizeof(zcDesc) * (size_t)n);
   const char** in = malloc(sizeof(char*) * (size_t)n);
-  const char** res = malloc(sizeof(char*) * (size_t)n);
+  char** res = malloc(sizeof(char*) * (size_t)n);
   if (!all || !in || !res) {
     free(all);
     free(in);
@@ -238,8 +234,8 @@ collResult_t collZeroCopyRun(collComm_t comm, const collOp* op, uint64_t tag, co
       continue;
     }
     in[q] = zcPeerPtr(comm, q, &all[q].send, why, sizeof why);
-    res[q] = in[q] && !rs ? zcPeerPtr(comm, q, &all[q].recv, why, sizeof why) : NULL;
-    mapped = in[q] && (rs || res[q]);
+    res[q] = in[q] ? zcPeerPtr(comm, q, &all[q].recv, why, sizeof why) : NULL;
+    mapped = in[q] && res[q];
   }
   if ((r = collMailboxRound(comm, &mapped, sizeof mapped, tag, sig)) != collSuccess) goto fail;
   for (int q = 0; q < n; q++) allOk &= *(const int32_t*)collMailboxPeerData(comm, q) == 1;
@@ -247,21 +243,31 @@ collResult_t collZeroCopyRun(collComm_t comm, const collOp* op, uint64_t tag, co
     if (why[0]) COLL_INFO(COLL_SUB_COLL, "rank %d: zerocopy: %s; the call takes its usual path", me, why);
     goto fallback;
   }
-  /* 3: this rank's part from every input, then everyone is done reading them */
+  /* 3: pieces of the result claimed from the node's work counter, by
+   * whichever rank runs: each is reduced from every input and stored into
+   * every receive buffer that wants it; then everyone is done */
   collObsOpAlgo(comm, op, collObsAlgoId(collAlgoFind(op->fn, "zerocopy")), 1, 0);
   int wide = sig->wide;
   int preMul = op->op == collAvg && collTypeIsHalf(op->dtype) && !wide;
-  size_t lo = 0, len = rs ? op->count : zcSlice(op->count, n, me, &lo);
-  zcReduce(op, wide, preMul, n, in, rs ? (size_t)me * bytes : lo * es, (char*)op->recvbuff + lo * es, len);
-  if ((r = collMailboxRound(comm, NULL, 0, tag, sig)) != collSuccess) goto fail;
-  if (!rs) { /* 4: the peers' slices of the result */
-    for (int q = 0; q < n; q++) {
-      if (q == me) continue;
-      size_t l = zcSlice(op->count, n, q, &lo);
-      memcpy((char*)op->recvbuff + lo * es, res[q] + lo * es, l * es);
-    }
-    if ((r = collMailboxRound(comm, NULL, 0, tag, sig)) != collSuccess) goto fail;
+  size_t pieceElems = ZC_CLAIM_BYTES / es;
+  size_t perBlock = (op->count + pieceElems - 1) / pieceElems, npieces = perBlock * (rs ? (size_t)n : 1);
+  _Atomic uint64_t* counter = collMailboxCounter(comm);
+  uint64_t base = comm->zc->claimBase;
+  for (;;) {
+    uint64_t j = atomic_fetch_add_explicit(counter, 1, memory_order_relaxed) - base;
+    if (j >= npieces) break;
+    size_t blk = (size_t)(j / perBlock), at = (size_t)(j % perBlock) * pieceElems;
+    size_t len = op->count - at < pieceElems ? op->count - at : pieceElems;
+    char* outs[COLL_ZC_MAX_RANKS];
+    if (rs) outs[0] = res[blk] + at * es; /* block blk is rank blk's result */
+    for (int q = 0; !rs && q < n; q++) outs[q] = res[q] + at * es;
+    zcReduce(op, wide, preMul, n, in, (blk * op->count + at) * es, outs, rs ? 1 : n, len);
   }
+  zcFence();
+  /* every rank claims once past the end: the next call's pieces start at
+   * the same counter value on every rank */
+  comm->zc->claimBase = base + npieces + (uint64_t)n;
+  if ((r = collMailboxRound(comm, NULL, 0, tag, sig)) != collSuccess) goto fail;
   *ran = 1;
 fallback:
   free(all);

@@ -11,20 +11,24 @@
  *      collMemAlloc allocation: id, memfd descriptor and inode, offset), or
  *      that they are elsewhere; if any rank's are elsewhere, every rank
  *      returns *ran = 0 and the call takes its usual path;
- *   2. every rank maps the peers' allocations (cached) and publishes
- *      whether it could; if any rank could not, the same fallback;
- *   3. each rank reduces its part (all-reduce: slice r of count; reduce-
- *      scatter: its block) from every rank's input, in rank order
- *      (x_0 op x_1 op ... op x_{n-1}: the bits of the direct algorithm and
- *      of the mailbox; float16/bfloat16 sum, prod and avg accumulate in
- *      float32 and round once, native ones pre-multiply the average) into
- *      its own receive buffer, then a round: everyone is done reading the
- *      inputs (reduce-scatter ends here);
- *   4. all-reduce: each rank copies the peers' slices of the result from
- *      their receive buffers, then a last round (done reading).
- * No rank writes a buffer a peer is still reading: in place, slice r is the
- * only part of rank r's input that rank r overwrites before round 3, and
- * only rank r reads it.
+ *   2. every rank maps the peers' allocations (read-write, cached) and
+ *      publishes whether it could; if any rank could not, the same fallback;
+ *   3. the result is cut into pieces of 256 KiB (reduce-scatter: of every
+ *      rank's block); the ranks claim pieces from a counter in the mailbox
+ *      segment until none is left, so a rank the scheduler delays does less
+ *      of the work instead of holding everyone up. A piece is reduced from
+ *      every rank's input in rank order (x_0 op x_1 op ... op x_{n-1}: the
+ *      bits of the direct algorithm on one channel and of the mailbox;
+ *      float16/bfloat16 sum, prod and avg accumulate in float32 and round
+ *      once, native ones pre-multiply the average), 16 KiB at a time in an
+ *      accumulator, and stored (streaming stores) into every rank's receive
+ *      buffer (reduce-scatter: its owner's); then a last round: every piece
+ *      is done. Each rank's memory traffic is its share of n reads and n
+ *      writes per result byte, nothing staged.
+ * No rank writes what another still reads: a piece's inputs are read by
+ * the rank that claimed it only, and in place a piece's output overlaps its
+ * own inputs only, read before written. Every rank claims once past the
+ * last piece, so the counter's start for the next call is known to all.
  */
 #ifndef COLL_ENGINE_ZEROCOPY_H_
 #define COLL_ENGINE_ZEROCOPY_H_
