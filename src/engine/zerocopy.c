@@ -108,7 +108,9 @@ static char* zcPeerPtr(collComm_t comm, int peer, const collMemSeg* seg, char* w
     close(fd);
     return NULL;
   }
-  void* base = mmap(NULL, seg->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  /* populated now: pieces are claimed dynamically, so without it every call
+   * would fault in the pages of the peers' buffers it had not touched yet */
+  void* base = mmap(NULL, seg->bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
   int e = errno;
   close(fd);
   if (base == MAP_FAILED) {
