@@ -45,6 +45,11 @@ const collAlgo collAlgoTable[] = {
     {"hier_binomial_tree", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierBinomialTreeBuild, 1},
     {"hier_binomial_rhd", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierBinomialRhdBuild, 1},
     {"hier_binomial_direct", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierBinomialDirectBuild, 1},
+    /* src/engine/zerocopy.c: reads the peers' collMemAlloc buffers in place
+     * (not a schedule); where some rank's buffers are elsewhere the call
+     * falls back to this row's schedule, ring's. The tuner never prices it
+     * as a schedule (collTunerZeroCopy decides). */
+    {"zerocopy", COLL_FN_BIT(COLL_FN_ALLREDUCE) | COLL_FN_BIT(COLL_FN_REDUCESCATTER), collRingBuild, 0},
     {NULL, 0, NULL, 0},
 };
 

@@ -45,7 +45,7 @@ static void usage(FILE* f, const char* prog) {
           "[-G,--cudagraph <num graph launches>] (ignored: host memory) \n\t"
           "[-C,--report_cputime <0/1>] \n\t"
           "[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>] \n\t"
-          "[-R,--local_register <0/1/2>] (ignored: no buffer registration yet) \n\t"
+          "[-R,--local_register <0/1/2>] 1: buffers from collMemAlloc, registered (zero copy in a node); 2: as 1 \n\t"
           "[-x,--cta_policy <policy>] (ignored: GPU kernels) \n\t"
           "[-D,--device_implementation <0/1>] [-V,--device_cta_count <n>] (ignored: GPU kernels) \n\t"
           "[-I,--per_iter_timing <0/1>] [-K,--per_iter_skip <n>] \n\t"
@@ -279,7 +279,8 @@ int benchParseArgs(int argc, char** argv, benchOpts_t* o) {
         break;
       case 'R':
         if (parseInt(a, "-R", 0, 2, &v)) return -1;
-        if (v) noteIgnored(o, "-R", a, "coll has no user buffer registration yet");
+        o->localRegister = v != 0;
+        if (v == 2) noteIgnored(o, "-R", a, "no symmetric registration: runs as -R 1 (collMemAlloc + collCommRegister)");
         break;
       case 'x': noteIgnored(o, "-x", a, "CTA policies apply to GPU kernels"); break;
       case 'D':

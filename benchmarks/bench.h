@@ -78,6 +78,7 @@ typedef struct {
   int memReport;       /* -M: memory usage line */
   int showAlgo;        /* --show_algo: the algorithm each row ran (flight recorder) */
   int device;          /* --device: BENCH_DEV_HOST (default) or BENCH_DEV_CUDA */
+  int localRegister;   /* -R 1: buffers from collMemAlloc, registered with collCommRegister */
   const char* jsonPath; /* -J */
   const char* csvPath;  /* --csv */
   int launchTimeout;   /* -np: seconds, 0 = none */
@@ -116,6 +117,7 @@ typedef struct {
   char gpuBus[20];     /* "0000:1B:00.0" */
   size_t maxBytes;
   size_t bufBytes;     /* bytes allocated for both buffers */
+  void* regs[2];       /* -R 1: the registrations of send and recv */
   uint64_t seed;
   int errors;          /* (size, placement) results with wrong elements */
   double bwSum;

@@ -339,7 +339,14 @@ static int allocBuffers(rankCtx_t* ctx) {
   size_t bytes = ((ctx->maxBytes + (size_t)ctx->o->unalign * 8) + 4095) & ~(size_t)4095;
   if (!bytes) bytes = 4096;
   void *s = NULL, *r = NULL;
-  if (posix_memalign(&s, 4096, bytes) || posix_memalign(&r, 4096, bytes + CANARY_BYTES)) {
+  if (ctx->o->localRegister) { /* -R 1: shared memory the node's peers read in place */
+    BCHECK(ctx, "collMemAlloc", collMemAlloc(&s, bytes));
+    ctx->send = ctx->hsend = s; /* freed by the caller on every path */
+    BCHECK(ctx, "collMemAlloc", collMemAlloc(&r, bytes + CANARY_BYTES));
+    ctx->recv = ctx->hrecv = r;
+    BCHECK(ctx, "collCommRegister", collCommRegister(ctx->comm, s, bytes, &ctx->regs[0]));
+    BCHECK(ctx, "collCommRegister", collCommRegister(ctx->comm, r, bytes + CANARY_BYTES, &ctx->regs[1]));
+  } else if (posix_memalign(&s, 4096, bytes) || posix_memalign(&r, 4096, bytes + CANARY_BYTES)) {
     fprintf(stderr, "coll-tests: rank %d: cannot allocate 2 x %zu bytes\n", ctx->rank, bytes);
     free(s);
     return -1;
@@ -488,8 +495,15 @@ static int runRank(collComm_t comm, void* arg) {
   if (ctx.send != ctx.hsend) benchDevFree(ctx.send);
   if (ctx.recv != ctx.hrecv) benchDevFree(ctx.recv);
   benchDevStreamDestroy(ctx.cuStream);
-  free(ctx.hsend);
-  free(ctx.hrecv);
+  if (a->o->localRegister) {
+    for (int i = 0; i < 2; i++)
+      if (ctx.regs[i]) collCommDeregister(comm, ctx.regs[i]);
+    collMemFree(ctx.hsend);
+    collMemFree(ctx.hrecv);
+  } else {
+    free(ctx.hsend);
+    free(ctx.hrecv);
+  }
   return rc;
 }
 

@@ -525,6 +525,64 @@ collResult_t collCommGetCallRecords(collComm_t comm, collCallRecord_t* records, 
  *  COLL_FR_SIGNAL. Errors: as collCommWriteStats. */
 collResult_t collCommDumpFlightRecorder(collComm_t comm, const char* path);
 
+
+/* ---- memory that the ranks of a node share (zero copy) ----------------------
+ * Host memory only. (A device variant will get its own names, e.g. with
+ * "Device" in them; these stay host memory.)
+ *
+ * collMemAlloc memory is a memfd segment the process keeps open, so that the
+ * other ranks of its node can map the same pages (they open it through
+ * /proc/<pid>/fd: the same user, a dumpable process and one pid namespace;
+ * kernel.yama.ptrace_scope does not matter, since opening a descriptor there
+ * is not a ptrace attach). An all-reduce or reduce-scatter of at least
+ * 1 MiB (any size when COLL_ALGO forces "zerocopy") whose send and receive
+ * buffers lie in collMemAlloc memory on every rank of a one-node
+ * communicator then reads the peers' inputs where they are: the ranks take
+ * pieces of the result from a shared counter (whichever rank runs does the
+ * work), reduce each from all inputs and store it straight into the receive
+ * buffers that want it (all of them for all-reduce). Otherwise (any rank's
+ * buffers elsewhere, several nodes, no shared-memory mailbox) the call runs
+ * its usual algorithm, with the same results. Each such call decides this
+ * with its peers through the node's mailbox. Peers keep mappings of up to 8
+ * allocations per rank (least recently used are unmapped) until the
+ * communicator is destroyed or fails. */
+
+/** Allocates size bytes (rounded up to whole pages, every page reserved:
+ *  no SIGBUS later when memory runs short), zero-filled, page-aligned, in a
+ *  segment other ranks of this node can map; *ptr gets its address. Costs
+ *  one file descriptor until collMemFree. Errors: collInvalidArgument (ptr
+ *  NULL, size 0), collSystemError (memfd_create, fallocate or mmap failed:
+ *  the message says which and why). Thread-safe. */
+collResult_t collMemAlloc(void** ptr, size_t size);
+
+/** Frees memory of collMemAlloc (ptr: the address it returned; NULL: no-op).
+ *  Errors: collInvalidArgument (ptr is not an address collMemAlloc returned,
+ *  or was freed already), collInvalidUsage (part of it is still registered
+ *  with a communicator: collCommDeregister first; nothing is freed).
+ *  Thread-safe. */
+collResult_t collMemFree(void* ptr);
+
+/** Registers [buff, buff + size) (bytes) with comm; *handle identifies the
+ *  registration for collCommDeregister. Only collMemAlloc memory can be
+ *  registered: peers map it directly, which memory of malloc or mmap does
+ *  not allow (reading that would need process_vm_readv, a ptrace attach
+ *  that kernel.yama.ptrace_scope >= 1 refuses between sibling processes, and
+ *  is still one copy: the shm transport does that already). Registering is
+ *  optional for the zero-copy path (every collMemAlloc buffer qualifies);
+ *  it checks the range and keeps the allocation from being freed while
+ *  comm may use it (collMemFree refuses). Destroying comm releases its
+ *  registrations. Errors: collInvalidArgument (comm invalid, buff or handle
+ *  NULL, size 0, buff not in collMemAlloc memory of this process, or the
+ *  range extends beyond its allocation: the message gives both sizes),
+ *  collInvalidUsage (the same range is already registered with comm),
+ *  collSystemError (out of memory). Thread-safe. */
+collResult_t collCommRegister(collComm_t comm, void* buff, size_t size, void** handle);
+
+/** Releases a registration of collCommRegister. Errors: collInvalidArgument
+ *  (comm invalid; handle NULL or not a live registration of comm).
+ *  Thread-safe. */
+collResult_t collCommDeregister(collComm_t comm, void* handle);
+
 #if defined(__GNUC__)
 #pragma GCC visibility pop
 #endif

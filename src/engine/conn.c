@@ -23,6 +23,8 @@
 #include "engine/engine.h"
 #include "engine/exec.h"
 #include "engine/mailbox.h"
+#include "engine/zerocopy.h"
+#include "core/memalloc.h"
 #include "engine/progress.h"
 #include "engine/reg.h"
 #include "misc/log.h"
@@ -317,4 +319,6 @@ void collEngineFree(collComm_t comm) {
   free(comm->stage);
   comm->stage = NULL;
   comm->stageBytes = 0;
+  collZeroCopyFree(comm);
+  collMemRegDropComm(comm);
 }

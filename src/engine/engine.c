@@ -31,6 +31,7 @@
 #include "engine/progress.h"
 #include "engine/reg.h"
 #include "engine/sig.h"
+#include "engine/zerocopy.h"
 #include "misc/log.h"
 #include "misc/param.h"
 #include "obs/obs.h"
@@ -429,6 +430,11 @@ static inline __attribute__((always_inline)) collResult_t collRunCollective(coll
     collTunerNoteMailbox(comm, op->fn, op->count, op->dtype);
     if (collObsMailbox(comm, op)) return collMailboxRun(comm, op, tag, &sig); /* counted (obs.h) */
     return collObsOpEnd(comm, op, collMailboxRun(comm, op, tag, &sig));     /* a timed one */
+  }
+  if (host && collZeroCopyWanted(comm, op)) { /* every rank's buffers collMemAlloc memory: read them in place */
+    int ran = 0;
+    collResult_t r = collZeroCopyRun(comm, op, tag, &sig, &ran);
+    if (r != collSuccess || ran) return r;
   }
   int staged = wide || (op->op == collAvg && collHalfReducing(op));
   if (comm->nranks == 1 && !staged && collObsSolo(comm, op))

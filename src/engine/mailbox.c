@@ -2,7 +2,7 @@
  * mailbox.c - the shared-memory mailbox for small collectives (mailbox.h).
  *
  * Segment: one header line (the count of ranks asleep on a slot's sequence
- * word), one line per rank (its failed flag and its announcements), then per
+ * word; at byte 8 the zero-copy path's work counter), one line per rank (its failed flag and its announcements), then per
  * rank two slots of one header line {seq, signature} and COLL_MAILBOX_BYTES
  * of data. The signature is the call's tag (sig.h). Rank 0 creates it with
  * memfd_create and reserves every page with fallocate; the others open rank
@@ -78,7 +78,7 @@ typedef struct {
 struct collMailbox {
   char* base;
   size_t mapBytes, slotBytes, slotStride;
-  uint32_t seq; /* calls run through the mailbox so far */
+  uint32_t seq; /* calls (and rounds of collMailboxRound) run through the mailbox so far */
   uint64_t lastTag, prevTag; /* this rank's last two announced collectives */
   uint32_t lastSeq;          /* 1 + the call number of lastTag, 0: none */
   int* pidfds;  /* [nranks], -1 where none */
@@ -458,6 +458,36 @@ static void mbReduceWide(struct collMailbox* m, int n, int p, size_t off, const 
     }
     collReduceNarrow((char*)out + i * 2, acc, k, op->dtype, op->op == collAvg ? n : 1);
   }
+}
+
+size_t collMailboxSlotBytes(collComm_t comm) { return comm->mailbox ? comm->mailbox->slotBytes : 0; }
+
+collResult_t collMailboxRound(collComm_t comm, const void* data, size_t bytes, uint64_t tag, const collSig* sig) {
+  struct collMailbox* m = comm->mailbox;
+  int n = comm->nranks;
+  if (!m || bytes > m->slotBytes)
+    return collSetError(collInternalError, "mailbox: a round of %zu bytes does not fit (slot %zu)", bytes,
+                        m ? m->slotBytes : 0);
+  uint32_t seq = ++m->seq;
+  int p = (int)(seq & 1);
+  mbSlotHdr* mine = mbSlot(m, n, comm->rank, p);
+  if (bytes) memcpy(mbData(mine), data, bytes);
+  mine->tag = tag;
+  atomic_store(&mine->seq, seq); /* seq_cst: ordered before the sleepers load */
+  if (atomic_load(mbSleepers(m)) > 0) syscall(SYS_futex, &mine->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+  collResult_t r = mbWaitAll(comm, m, seq, p, tag, sig);
+  if (r == collSuccess) r = mbCheckSignatures(comm, m, mine, p, sig);
+  return r;
+}
+
+/* In the header line, after the sleepers' count (zero-filled at creation). */
+_Atomic uint64_t* collMailboxCounter(collComm_t comm) {
+  return comm->mailbox ? (_Atomic uint64_t*)(comm->mailbox->base + 8) : NULL;
+}
+
+const void* collMailboxPeerData(collComm_t comm, int r) {
+  struct collMailbox* m = comm->mailbox;
+  return mbData(mbSlot(m, comm->nranks, r, (int)(m->seq & 1)));
 }
 
 collResult_t collMailboxRun(collComm_t comm, const collOp* op, uint64_t tag, const collSig* sig) {

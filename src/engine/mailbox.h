@@ -15,6 +15,9 @@
 #ifndef COLL_MAILBOX_H_
 #define COLL_MAILBOX_H_
 
+#include <stdatomic.h>
+#include <stdint.h>
+
 #include "engine/engine.h"
 #include "engine/sig.h"
 
@@ -42,6 +45,23 @@ collResult_t collMailboxRun(collComm_t comm, const collOp* op, uint64_t tag, con
  * on any path: a mismatched call that moved no data to a reader, such as
  * broadcasts with different roots, fails the next mailbox call on every
  * rank, naming both calls.) */
+/* One round of a protocol on the mailbox (the zero-copy path,
+ * engine/zerocopy.h): publishes bytes of data (at most
+ * collMailboxSlotBytes) for the call (tag, sig: its signature), waits until
+ * every rank published its round and checks that all signatures are equal.
+ * Every rank must run the same number of rounds in the call. Afterwards
+ * collMailboxPeerData(comm, r) is what rank r published in this round,
+ * valid until this rank's next round but one. Errors: as collMailboxRun
+ * (it does not fail the communicator: the caller does); collInternalError
+ * when there is no mailbox or bytes do not fit. */
+collResult_t collMailboxRound(collComm_t comm, const void* data, size_t bytes, uint64_t tag, const collSig* sig);
+const void* collMailboxPeerData(collComm_t comm, int r);
+/* A 64-bit word every rank of the node may update atomically (the zero-copy
+ * path's work counter; only it uses the word), 0 when the segment was made;
+ * NULL without a mailbox. */
+_Atomic uint64_t* collMailboxCounter(collComm_t comm);
+/* Data bytes of one slot; 0 without a mailbox. */
+size_t collMailboxSlotBytes(collComm_t comm);
 /* At the start of every collective (any path; a no-op without a mailbox):
  * publishes this rank's tag for its collective call number seq, so peers
  * waiting in the mailbox see a mismatched call at once. */

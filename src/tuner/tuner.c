@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "algorithms/algorithms.h"
 #include "core/comm.h"
@@ -59,6 +60,7 @@ typedef struct {
 static int algoUseful(const collAlgo* a, const collTuneLayout* l) {
   if (strncmp(a->name, "hier", 4) == 0) return l->nnodes > 1 && l->nranks > l->nnodes;
   if (strcmp(a->name, "direct") == 0) return l->nranks <= TUNE_DIRECT_MAX_RANKS;
+  if (strcmp(a->name, "zerocopy") == 0) return 0; /* its schedule is ring's: collTunerZeroCopy decides */
   return 1;
 }
 
@@ -235,6 +237,14 @@ void collTunerNoteMailbox(collComm_t comm, collFunc fn, size_t count, collDataTy
   COLL_INFO(COLL_SUB_TUNE,
             "tuner: %s %zu bytes (%zu x %zu B) nranks %d nnodes %d -> mailbox (one-shot through shared memory)",
             collFnKeys[fn], count * esize, count, esize, comm->nranks, comm->nnodes);
+}
+
+#define TUNE_ZEROCOPY_MIN_BYTES ((size_t)1 << 20)
+
+int collTunerZeroCopy(collComm_t comm, collFunc fn, size_t bytes, const char* spec) {
+  (void)comm;
+  if ((fn != COLL_FN_ALLREDUCE && fn != COLL_FN_REDUCESCATTER) || !collAlgoSpecAllows(spec, "zerocopy")) return 0;
+  return (spec && strcasecmp(spec, "zerocopy") == 0) || bytes >= TUNE_ZEROCOPY_MIN_BYTES;
 }
 
 double collTunerPeerGBps(collComm_t comm, int peer, double* latUs, int* calibrated) {

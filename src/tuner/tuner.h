@@ -21,7 +21,7 @@
 
 /* Candidates the tuner prices per call: at least the registry rows of any
  * one collective (test_tuner checks it), or rows past it are never chosen. */
-#define COLL_TUNER_MAX_CANDIDATES 16
+#define COLL_TUNER_MAX_CANDIDATES 20
 
 typedef struct {
   const collAlgo* algo; /* registry row */
@@ -51,6 +51,13 @@ collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDat
  * schedule (engine/mailbox.h): logged at INFO (TUNE) once per collective and
  * size bucket, in the form of a choice ("-> mailbox"). */
 void collTunerNoteMailbox(collComm_t comm, collFunc fn, size_t count, collDataType_t dtype);
+/* 1 when an all-reduce or reduce-scatter of `bytes` (the whole call: count x
+ * element size, x nranks for reduce-scatter) tries the zero-copy path
+ * (engine/zerocopy.h): COLL_ALGO lets it use "zerocopy" (spec: its list for
+ * the collective, NULL: no restriction), and either names only that or the
+ * call has at least 1 MiB (below, the rounds of the path cost more than the
+ * copies it saves). The same on every rank. */
+int collTunerZeroCopy(collComm_t comm, collFunc fn, size_t bytes, const char* spec);
 /* The cost model's point-to-point bandwidth (GB/s) between this rank and
  * peer, and its latency (us); *calibrated = 1 when measured at init
  * (COLL_TUNE_CALIBRATE=1), 0 when estimated from the topology. For the

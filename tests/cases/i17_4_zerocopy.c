@@ -1,0 +1,249 @@
+/*
+ * i17_4_zerocopy.c - issue 17 point 4: all-reduce and reduce-scatter on
+ * collMemAlloc buffers read the peers' inputs in place (engine/zerocopy.c),
+ * with exact results.
+ *
+ * `exact` (run with COLL_ALGO=zerocopy: every such call takes the path,
+ * whatever its size): 1..8 ranks; every type and op (sum, prod, max, min,
+ * avg); all-reduce and reduce-scatter; out of place and in place; counts 1,
+ * 5 and 1003 (fewer elements than ranks: empty slices). Element i of rank r
+ * is a small integer chosen so that every result is exact in every type
+ * (avg: 2((i + r) mod n), whose sum n(n-1) divides by n; prod: 1 or 2, at
+ * most 3 twos). Expected: every element equal to the sum / product / max /
+ * min / average computed here; on 2+ ranks the communicator's counters show
+ * every call under "zerocopy" (on 1 rank there is nothing to share).
+ *
+ * `bits` (COLL_ALGO=direct,zerocopy, COLL_NCHANNELS=1: the tuner picks
+ * zerocopy from 1 MiB up, and direct on one channel folds in rank order;
+ * with more, channel c renumbers the ranks): 2, 3 and 4 ranks; float,
+ * float16, bfloat16 and double sum and avg of pseudo-random data in [-1, 1),
+ * 524291 elements per rank (reduce-scatter: per block): the result on
+ * collMemAlloc buffers must equal, bit for bit, the same call on malloc'd
+ * buffers (which runs direct, the existing path that reduces in rank order,
+ * float16/bfloat16 in float32). Then the same with rank 0's buffers
+ * malloc'd: every rank falls back (counters: no new zerocopy call), same
+ * bits.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../integration/mp_harness.h"
+#include "reduce/reduce.h"
+
+#define CHECK(cond, ...)                                   \
+  do {                                                     \
+    if (!(cond)) {                                         \
+      if (fails++ < 10) {                                  \
+        printf("rank %d/%d FAIL line %d: ", rank, nranks, __LINE__); \
+        printf(__VA_ARGS__);                               \
+        printf("\n");                                      \
+      }                                                    \
+    }                                                      \
+  } while (0)
+
+static const collDataType_t kTypes[] = {collInt8,    collUint8,   collInt32,  collUint32, collInt64,
+                                        collUint64,  collFloat16, collFloat32, collFloat64, collBfloat16};
+static const char* kTypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+                                   "float16", "float32", "float64", "bfloat16"};
+static const collRedOp_t kOps[] = {collSum, collProd, collMax, collMin, collAvg};
+static const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};
+
+static int64_t val(collRedOp_t op, int r, size_t i, int n) {
+  if (op == collProd) return 1 + ((r + i) % 3 == 0 && r < 9);
+  if (op == collAvg) return 2 * (int64_t)((i + (size_t)r) % (size_t)n);
+  return (int64_t)((3 * (size_t)r + i) % 7);
+}
+
+static void put(collDataType_t t, void* b, size_t i, int64_t v) {
+  switch (t) {
+    case collInt8: ((int8_t*)b)[i] = (int8_t)v; break;
+    case collUint8: ((uint8_t*)b)[i] = (uint8_t)v; break;
+    case collInt32: ((int32_t*)b)[i] = (int32_t)v; break;
+    case collUint32: ((uint32_t*)b)[i] = (uint32_t)v; break;
+    case collInt64: ((int64_t*)b)[i] = v; break;
+    case collUint64: ((uint64_t*)b)[i] = (uint64_t)v; break;
+    case collFloat32: ((float*)b)[i] = (float)v; break;
+    case collFloat64: ((double*)b)[i] = (double)v; break;
+    default: { /* float16 / bfloat16: small integers are exact */
+      float f = (float)v;
+      collReduceNarrow((char*)b + 2 * i, &f, 1, t, 1);
+    }
+  }
+}
+
+static double get(collDataType_t t, const void* b, size_t i) {
+  switch (t) {
+    case collInt8: return ((const int8_t*)b)[i];
+    case collUint8: return ((const uint8_t*)b)[i];
+    case collInt32: return ((const int32_t*)b)[i];
+    case collUint32: return ((const uint32_t*)b)[i];
+    case collInt64: return (double)((const int64_t*)b)[i];
+    case collUint64: return (double)((const uint64_t*)b)[i];
+    case collFloat32: return ((const float*)b)[i];
+    case collFloat64: return ((const double*)b)[i];
+    default: {
+      float f;
+      collReduceWiden(&f, (const char*)b + 2 * i, 1, t);
+      return f;
+    }
+  }
+}
+
+static int64_t expect(collRedOp_t op, size_t i, int n) {
+  int64_t acc = val(op, 0, i, n);
+  for (int r = 1; r < n; r++) {
+    int64_t x = val(op, r, i, n);
+    if (op == collSum || op == collAvg) acc += x;
+    if (op == collProd) acc *= x;
+    if (op == collMax && x > acc) acc = x;
+    if (op == collMin && x < acc) acc = x;
+  }
+  return op == collAvg ? acc / n : acc;
+}
+
+static uint64_t zcCalls(collComm_t comm) {
+  collCollStats_t rows[64];
+  int n = 0;
+  uint64_t c = 0;
+  if (collCommGetCollStats(comm, rows, 64, &n) != collSuccess) return 0;
+  for (int i = 0; i < n; i++)
+    if (strcmp(rows[i].algo, "zerocopy") == 0) c += rows[i].calls;
+  return c;
+}
+
+static int bodyExact(collComm_t comm, int rank, int nranks, void* arg) {
+  (void)arg;
+  static const size_t kCounts[] = {1, 5, 1003};
+  int fails = 0;
+  size_t maxBytes = (size_t)nranks * 1003 * 8;
+  char *send = NULL, *recv = NULL;
+  if (collMemAlloc((void**)&send, maxBytes) != collSuccess || collMemAlloc((void**)&recv, maxBytes) != collSuccess) {
+    printf("rank %d: collMemAlloc: %s\n", rank, collGetLastError(NULL));
+    return 1;
+  }
+  uint64_t calls = 0;
+  for (size_t ti = 0; ti < sizeof kTypes / sizeof kTypes[0]; ti++)
+    for (size_t oi = 0; oi < sizeof kOps / sizeof kOps[0]; oi++)
+      for (int rs = 0; rs < 2; rs++)
+        for (int inPlace = 0; inPlace < 2; inPlace++)
+          for (size_t ci = 0; ci < 3; ci++) {
+            collDataType_t t = kTypes[ti];
+            collRedOp_t op = kOps[oi];
+            size_t count = kCounts[ci], es = collTypeSize(t), blocks = rs ? (size_t)nranks : 1;
+            /* in place: one buffer; reduce-scatter's result is block `rank` of it */
+            char* in = inPlace ? recv : send;
+            char* out = inPlace && rs ? recv + (size_t)rank * count * es : recv;
+            memset(recv, 0xee, maxBytes);
+            for (size_t b = 0; b < blocks; b++)
+              for (size_t i = 0; i < count; i++) put(t, in, b * count + i, val(op, rank, b * count + i, nranks));
+            collResult_t r = rs ? collReduceScatter(in, out, count, t, op, comm, NULL)
+                                : collAllReduce(in, out, count, t, op, comm, NULL);
+            calls++;
+            CHECK(r == collSuccess, "%s %s %s count %zu: %s", rs ? "reduce-scatter" : "all-reduce", kTypeNames[ti],
+                  kOpNames[oi], count, collGetLastError(comm));
+            if (r != collSuccess) return fails;
+            size_t wrong = 0, first = 0;
+            for (size_t i = 0; i < count; i++) {
+              size_t gi = (rs ? (size_t)rank * count : 0) + i;
+              if (get(t, out, i) != (double)expect(op, gi, nranks) && wrong++ == 0) first = i;
+            }
+            CHECK(wrong == 0, "%s %s %s %s count %zu: %zu wrong, first [%zu] = %g, want %lld",
+                  rs ? "reduce-scatter" : "all-reduce", kTypeNames[ti], kOpNames[oi],
+                  inPlace ? "in place" : "out of place", count, wrong, first, get(t, out, first),
+                  (long long)expect(op, (rs ? (size_t)rank * count : 0) + first, nranks));
+            if (!rs && !inPlace) { /* nothing written past the result */
+              size_t past = 0;
+              for (size_t k = count * es; k < maxBytes; k++) past += (unsigned char)recv[k] != 0xee;
+              CHECK(past == 0, "all-reduce %s count %zu: %zu bytes written past the result", kTypeNames[ti], count,
+                    past);
+            }
+          }
+  if (nranks > 1) CHECK(zcCalls(comm) == calls, "%llu of %llu calls ran zerocopy", (unsigned long long)zcCalls(comm),
+                        (unsigned long long)calls);
+  collMemFree(send);
+  collMemFree(recv);
+  return fails;
+}
+
+static uint64_t xorshift(uint64_t* s) {
+  uint64_t x = *s;
+  x ^= x << 13;
+  x ^= x >> 7;
+  x ^= x << 17;
+  return *s = x;
+}
+
+static void fillRandom(collDataType_t t, void* b, size_t n, uint64_t seed) {
+  for (size_t i = 0; i < n; i++) {
+    double v = (double)(xorshift(&seed) >> 11) / 9007199254740992.0 * 2 - 1;
+    if (t == collFloat64) ((double*)b)[i] = v;
+    else if (t == collFloat32) ((float*)b)[i] = (float)v;
+    else {
+      float f = (float)v;
+      collReduceNarrow((char*)b + 2 * i, &f, 1, t, 1);
+    }
+  }
+}
+
+static int bodyBits(collComm_t comm, int rank, int nranks, void* arg) {
+  (void)arg;
+  static const collDataType_t types[] = {collFloat32, collFloat16, collBfloat16, collFloat64};
+  static const char* names[] = {"float32", "float16", "bfloat16", "float64"};
+  static const collRedOp_t ops[] = {collSum, collAvg};
+  const size_t count = 524291; /* float16: 1 MiB per rank, where the tuner starts to pick zerocopy */
+  int fails = 0;
+  size_t bytes = (size_t)nranks * count * 8;
+  char *zs = NULL, *zr = NULL, *ms = malloc(bytes), *mr = malloc(bytes);
+  if (!ms || !mr || collMemAlloc((void**)&zs, bytes) != collSuccess || collMemAlloc((void**)&zr, bytes) != collSuccess) {
+    printf("rank %d: allocation failed: %s\n", rank, collGetLastError(NULL));
+    return 1;
+  }
+  for (int mixed = 0; mixed < 2; mixed++)
+    for (size_t ti = 0; ti < 4; ti++)
+      for (int oi = 0; oi < 2; oi++)
+        for (int rs = 0; rs < 2; rs++) {
+          collDataType_t t = types[ti];
+          size_t es = collTypeSize(t), n = rs ? (size_t)nranks * count : count;
+          fillRandom(t, ms, n, 1234 + (uint64_t)rank * 77 + ti * 5 + (uint64_t)oi);
+          memcpy(zs, ms, n * es);
+          /* mixed: rank 0 uses malloc'd buffers for the "zero-copy" call too */
+          char* s = mixed && rank == 0 ? ms : zs;
+          char* d = mixed && rank == 0 ? mr + bytes / 2 : zr;
+          uint64_t before = zcCalls(comm);
+          collResult_t r1 = rs ? collReduceScatter(ms, mr, count, t, ops[oi], comm, NULL)
+                               : collAllReduce(ms, mr, count, t, ops[oi], comm, NULL);
+          uint64_t mid = zcCalls(comm);
+          collResult_t r2 = rs ? collReduceScatter(s, d, count, t, ops[oi], comm, NULL)
+                               : collAllReduce(s, d, count, t, ops[oi], comm, NULL);
+          uint64_t after = zcCalls(comm);
+          CHECK(r1 == collSuccess && r2 == collSuccess, "%s: %s", names[ti], collGetLastError(comm));
+          if (r1 != collSuccess || r2 != collSuccess) return fails;
+          CHECK(mid == before, "%s %s on malloc'd buffers ran zerocopy", names[ti], rs ? "reduce-scatter" : "all-reduce");
+          CHECK(after == mid + (mixed ? 0 : 1), "%s %s%s: zerocopy calls %llu -> %llu", names[ti],
+                rs ? "reduce-scatter" : "all-reduce", mixed ? " (rank 0 malloc'd)" : "", (unsigned long long)mid,
+                (unsigned long long)after);
+          size_t diff = 0;
+          for (size_t k = 0; k < count * es; k++) diff += mr[k] != d[k];
+          CHECK(diff == 0, "%s %s %s%s: %zu bytes differ from the malloc'd call", names[ti], oi ? "avg" : "sum",
+                rs ? "reduce-scatter" : "all-reduce", mixed ? " (rank 0 malloc'd)" : "", diff);
+        }
+  collMemFree(zs);
+  collMemFree(zr);
+  free(ms);
+  free(mr);
+  return fails;
+}
+
+int main(int argc, char** argv) {
+  int bits = argc > 1 && strcmp(argv[1], "bits") == 0;
+  int rc = 0;
+  if (bits) {
+    for (int n = 2; n <= 4 && rc == 0; n++) rc = collMpRun(n, 120, bodyBits, NULL);
+  } else {
+    for (int n = 1; n <= 8 && rc == 0; n++) rc = collMpRun(n, 120, bodyExact, NULL);
+  }
+  printf("i17_4_zerocopy %s: %s\n", bits ? "bits" : "exact", rc ? "FAILED" : "passed");
+  return rc;
+}
