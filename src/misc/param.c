@@ -109,6 +109,8 @@ static const struct {
 #define COLL_NSTR_ENUMS ((int)(sizeof collStrEnums / sizeof collStrEnums[0]))
 static char collStrWarn[COLL_NSTR_ENUMS][300];
 static uint8_t collStrBad[COLL_SPARAM_COUNT]; /* set to a value not in collStrEnums: the default is used */
+static pthread_once_t collStrEnumOnce = PTHREAD_ONCE_INIT;
+static void collStrEnumLoad(void);
 
 static int64_t collIntValues[COLL_PARAM_COUNT_INT];
 static uint8_t collIntSet[COLL_PARAM_COUNT_INT];
@@ -201,6 +203,13 @@ static void collParamLoad(void) {
     }
     collIntValues[i] = v;
   }
+  pthread_once(&collStrEnumOnce, collStrEnumLoad);
+}
+
+/* Checks the string rows of collStrEnums (once per process; also when only
+ * collParamStr ran, which must not load the integer rows: a process may set
+ * them before its first communicator, e.g. a forked child). */
+static void collStrEnumLoad(void) {
   for (int k = 0; k < COLL_NSTR_ENUMS; k++) {
     const char* name = collStrParams[collStrEnums[k].p].name;
     const char* s = getenv(name);
@@ -244,7 +253,8 @@ int64_t collParamInt(collIntParam p) {
 }
 
 const char* collParamStr(collStrParam p) {
-  pthread_once(&collParamOnce, collParamLoad);
+  for (int k = 0; k < COLL_NSTR_ENUMS; k++)
+    if (collStrEnums[k].p == p) pthread_once(&collStrEnumOnce, collStrEnumLoad);
   if (collStrBad[p]) return collStrParams[p].def;
   const char* s = getenv(collStrParams[p].name);
   return (s && *s) ? s : collStrParams[p].def;
