@@ -59,8 +59,26 @@ const char* collProcStateWords(char st) {
 
 #define COLL_BLAME_MAX 8
 
+/* A killed process closes its descriptors (our connection to it) before
+ * the kernel shows it as a zombie: a survivor that blames at once may still
+ * see it running. So when no same-host peer shows as exited or stopped, look
+ * again for up to COLL_BLAME_SETTLE_MS (failure path only). */
+#define COLL_BLAME_SETTLE_MS 50
+
+static int collBlameAnyNews(collComm_t comm) {
+  for (int i = 0; i < comm->nranks; i++) {
+    if (!collBlameSameHost(comm, i)) continue;
+    char st = collProcState(comm->peers[i].pid);
+    if (collProcStateWords(st) && !((st == 'X' || st == 'Z') && collMailboxPeerFailed(comm, i))) return 1;
+  }
+  return 0;
+}
+
 void collEngineBlame(collComm_t comm, char* msg, size_t size) {
   if (!comm->peers) return;
+  int samehost = 0;
+  for (int i = 0; i < comm->nranks && !samehost; i++) samehost = collBlameSameHost(comm, i);
+  for (int t = 0; samehost && t < COLL_BLAME_SETTLE_MS && !collBlameAnyNews(comm); t++) usleep(1000);
   size_t len = strlen(msg);
   int named = 0, more = 0;
   for (int i = 0; i < comm->nranks; i++) {
