@@ -10,8 +10,9 @@
  *   tcp inside a node: 15 us, 1.5 GB/s (loopback TCP);
  *   between nodes: the topology's NIC latency and bandwidth.
  * COLL_TUNE_CALIBRATE=1 replaces them with measurements taken at init:
- * ping-pong between rank 0 and its first peer on each path (8 B x 50 for
- * the latency, 1 MiB x 4 for the bandwidth) and rank 0's own reduction and
+ * ping-pong between rank 0 and its first peer on each path (8 B x 50) for
+ * the latency, 1 + 4 messages of 1 MiB streamed one way for the bandwidth
+ * (the first one not timed: streamBw), and rank 0's own reduction and
  * copy speed. CPU oversubscription (cpuShare) is the largest ratio of ranks
  * to cores over all nodes. All of it is allgathered so every rank uses rank
  * 0's numbers (identical inputs -> identical choices on every rank).
@@ -107,6 +108,29 @@ static collResult_t pingPong(collComm_t comm, int a, int b, char* buf, size_t by
   return r;
 }
 
+/* Streaming bandwidth from a to b, GB/s: a sends iters + 1 messages of
+ * `bytes` back to back; b times messages 2 .. iters + 1 (the first one
+ * drains whatever burst a shaper or switch buffer lets through faster than
+ * the line rate: a ping-pong of single messages measured that burst, e.g.
+ * 0.23 GB/s on a link shaped to 1 Gbit/s with a 512 KiB bucket) and sends
+ * the figure back, so both ranks return it. */
+static collResult_t streamBw(collComm_t comm, int a, int b, char* buf, size_t bytes, int iters, double* gbs) {
+  int me = comm->rank, peer = me == a ? b : a;
+  collResult_t r = collSuccess;
+  double t0 = 0, bw = 0;
+  for (int i = 0; i <= iters && r == collSuccess; i++) {
+    r = p2p(comm, me == a, peer, buf, bytes);
+    if (me == b && i == 0) t0 = nowUs();
+  }
+  if (me == b && r == collSuccess) {
+    double dt = nowUs() - t0;
+    bw = dt > 0 ? (double)bytes * iters / (dt * 1e3) : 0;
+  }
+  if (r == collSuccess) r = p2p(comm, me == b, peer, &bw, sizeof bw);
+  *gbs = bw;
+  return r;
+}
+
 /* Measures this rank's part of the calibration into m (rank 0: local
  * speeds; pair members: their path). */
 static collResult_t calibrate(collComm_t comm, const collTuneLayout* l, collTuneModel* m) {
@@ -116,11 +140,11 @@ static collResult_t calibrate(collComm_t comm, const collTuneLayout* l, collTune
   for (int path = COLL_PATH_SHM; path < COLL_PATH_COUNT && r == collSuccess; path++) {
     int a, b;
     if (!pathPair(l, path, &a, &b) || (comm->rank != a && comm->rank != b)) continue;
-    double small = 0, large = 0;
+    double small = 0, gbs = 0;
     if ((r = pingPong(comm, a, b, buf, 8, CAL_SMALL_ITERS, &small)) != collSuccess) break;
-    if ((r = pingPong(comm, a, b, buf, CAL_LARGE_BYTES, CAL_LARGE_ITERS, &large)) != collSuccess) break;
+    if ((r = streamBw(comm, a, b, buf, CAL_LARGE_BYTES, CAL_LARGE_ITERS, &gbs)) != collSuccess) break;
     m->latUs[path] = small > m->stepUs ? small - m->stepUs : small;
-    m->bwGBs[path] = large > small ? CAL_LARGE_BYTES / ((large - small) * 1e3) : m->bwGBs[path];
+    if (gbs > 0) m->bwGBs[path] = gbs;
   }
   if (comm->rank == 0 && r == collSuccess) {
     size_t n = CAL_LARGE_BYTES / 2 / sizeof(float);
