@@ -11,8 +11,8 @@
  *   between nodes: the topology's NIC latency and bandwidth.
  * COLL_TUNE_CALIBRATE=1 replaces them with measurements taken at init:
  * ping-pong between rank 0 and its first peer on each path (8 B x 50) for
- * the latency, 1 + 4 messages of 1 MiB streamed one way for the bandwidth
- * (the first one not timed: streamBw), and rank 0's own reduction and
+ * the latency, 2 + 4 messages of 1 MiB streamed one way for the bandwidth
+ * (the first two not timed: streamBw), and rank 0's own reduction and
  * copy speed. CPU oversubscription (cpuShare) is the largest ratio of ranks
  * to cores over all nodes. All of it is allgathered so every rank uses rank
  * 0's numbers (identical inputs -> identical choices on every rank).
@@ -108,19 +108,21 @@ static collResult_t pingPong(collComm_t comm, int a, int b, char* buf, size_t by
   return r;
 }
 
-/* Streaming bandwidth from a to b, GB/s: a sends iters + 1 messages of
- * `bytes` back to back; b times messages 2 .. iters + 1 (the first one
- * drains whatever burst a shaper or switch buffer lets through faster than
- * the line rate: a ping-pong of single messages measured that burst, e.g.
- * 0.23 GB/s on a link shaped to 1 Gbit/s with a 512 KiB bucket) and sends
- * the figure back, so both ranks return it. */
+/* Streaming bandwidth from a to b, GB/s: a sends iters + 2 messages of
+ * `bytes` back to back; b times the last iters, from the end of the second
+ * to the end of the last. The first drains whatever burst a shaper or
+ * switch buffer lets through faster than the line rate (a ping-pong of
+ * single messages measured that burst: 0.23 GB/s on a link shaped to
+ * 1 Gbit/s with a 512 KiB bucket); from the second on, the data already
+ * waiting in the receiver's socket buffer is the same at both ends of the
+ * window. b sends the figure back, so both ranks return it. */
 static collResult_t streamBw(collComm_t comm, int a, int b, char* buf, size_t bytes, int iters, double* gbs) {
   int me = comm->rank, peer = me == a ? b : a;
   collResult_t r = collSuccess;
   double t0 = 0, bw = 0;
-  for (int i = 0; i <= iters && r == collSuccess; i++) {
+  for (int i = 0; i <= iters + 1 && r == collSuccess; i++) {
     r = p2p(comm, me == a, peer, buf, bytes);
-    if (me == b && i == 0) t0 = nowUs();
+    if (me == b && i == 1) t0 = nowUs();
   }
   if (me == b && r == collSuccess) {
     double dt = nowUs() - t0;
