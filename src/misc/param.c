@@ -48,7 +48,7 @@ typedef struct {
 /* Indexed by collIntParam / collStrParam. */
 static const collIntParamDesc collIntParams[COLL_PARAM_COUNT_INT] = {
     [COLL_PARAM_TIMEOUT] = {"COLL_TIMEOUT", 1800, 0, INT32_MAX, "seconds an operation may wait before the communicator aborts with collTimeout (0 = never)"},
-    [COLL_PARAM_CHUNKSIZE] = {"COLL_CHUNKSIZE", 1 << 19, 1024, 1 << 30, "bytes per block of one pipeline slice; unset: the tuner picks 128 KiB, 512 KiB or 2 MiB per collective call (send/recv use the default); set: every call uses it"},
+    [COLL_PARAM_CHUNKSIZE] = {"COLL_CHUNKSIZE", 1 << 19, 1024, 1 << 30, "bytes per block of one pipeline slice; unset: the tuner picks 128 KiB, 512 KiB or 2 MiB per collective call (send/recv use the default; over ib each channel's share of a send/recv goes as one message); set: every call uses it"},
     [COLL_PARAM_NCHANNELS] = {"COLL_NCHANNELS", 2, 1, COLL_MAX_CHANNELS, "parallel channels (connection sets) a call is spread over; unset: the tuner picks 1, 2 or 4 per collective call (send/recv use the default); set: every call uses it"},
     [COLL_PARAM_NSOCKS] = {"COLL_NSOCKS_PERTHREAD", 1, 1, COLL_TCP_MAX_SOCKS, "TCP sockets per connection; large messages are striped over them"},
     [COLL_PARAM_SPIN] = {"COLL_SPIN_US", -1, -1, 10000000, "microseconds a waiting thread polls before it sleeps (futex or poll()); -1: 1000. It polls without yielding for an adaptive 1-50 us (not at all when this machine, all namespaces, runs more ranks than it has cores), then yields the CPU between polls, and sleeps at once while yields show that other tasks want its core"},
