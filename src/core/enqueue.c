@@ -135,11 +135,13 @@ static collResult_t collGroupCheckOverlap(collComm_t comm, const collOp* ops, in
       else b = m;
     }
     for (int k = a - 1; k <= a && r == collSuccess; k++) {
+      /* the same range is allowed: the engine sends from a copy (p2p.c) */
       if (k < 0 || k >= nr || rv[k].hi <= lo || rv[k].lo >= hi || (rv[k].lo == lo && rv[k].hi == hi)) continue;
       const collOp* q = &ops[rv[k].op];
       r = collSetError(collInvalidArgument,
                        "collGroupEnd: rank %d: the send to rank %d [%p, %p) and the receive from rank %d [%p, %p) of "
-                       "one group partly overlap: a group's receives must not write what its sends read",
+                       "one group partly overlap: a group's receives must not write what its sends read (the very same "
+                       "range is allowed: that send goes from a copy)",
                        comm->rank, ops[i].peer, (void*)lo, (void*)hi, q->peer, (void*)rv[k].lo, (void*)rv[k].hi);
     }
   }

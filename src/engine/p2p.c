@@ -178,10 +178,65 @@ static collResult_t collP2pPeersAlive(collComm_t comm, const collOp* ops, int no
   return collSuccess;
 }
 
-collResult_t collRunP2p(collComm_t comm, const collOp* ops, int nops) {
-  collResult_t err = collP2pSelf(comm, ops, nops);
+/* A send to another rank that reads the very range a receive of the same
+ * batch writes (an in-place all-to-all: the send to peer p and the receive
+ * from p at the same offset; collGroupEnd refuses partial overlaps) would
+ * send bytes already overwritten: such sends go from a copy. Returns the
+ * batch to run (ops itself when nothing needs a copy) and in *copy the
+ * memory to free (NULL if none). */
+static collResult_t collP2pStageInPlace(collComm_t comm, const collOp* ops, int nops, const collOp** run,
+                                        char** copy) {
+  *run = ops;
+  *copy = NULL;
+  size_t need = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    collOp* mine = NULL;
+    size_t off = 0;
+    if (pass == 1) {
+      if (!need) return collSuccess;
+      char* mem = malloc(sizeof(collOp) * (size_t)nops + need);
+      if (!mem)
+        return collSetError(collSystemError, "p2p: cannot allocate %zu bytes for the copy of in-place sends", need);
+      mine = (collOp*)mem;
+      memcpy(mine, ops, sizeof(collOp) * (size_t)nops);
+      *copy = mem;
+      off = sizeof(collOp) * (size_t)nops;
+    }
+    for (int i = 0; i < nops; i++) {
+      if (ops[i].fn != COLL_FN_SEND || ops[i].peer == comm->rank || ops[i].count == 0) continue;
+      size_t bytes = collP2pBytes(&ops[i]);
+      int same = 0;
+      for (int j = 0; j < nops && !same; j++)
+        same = ops[j].fn == COLL_FN_RECV && ops[j].recvbuff == ops[i].sendbuff && ops[j].count > 0;
+      if (!same) continue;
+      if (pass == 0) {
+        need += (bytes + 15) & ~(size_t)15;
+        continue;
+      }
+      memcpy(*copy + off, ops[i].sendbuff, bytes);
+      mine[i].sendbuff = *copy + off;
+      off += (bytes + 15) & ~(size_t)15;
+    }
+    if (pass == 1) *run = mine;
+  }
+  return collSuccess;
+}
+
+collResult_t collRunP2p(collComm_t comm, const collOp* userOps, int nops) {
+  const collOp* ops;
+  char* inPlaceCopy;
+  collResult_t err = collP2pStageInPlace(comm, userOps, nops, &ops, &inPlaceCopy);
+  if (err != collSuccess) return collEngineFail(comm, err);
+  err = collP2pSelf(comm, ops, nops);
+  if (err != collSuccess) {
+    free(inPlaceCopy);
+    return err;
+  }
   if (err != collSuccess) return err;
-  if ((err = collP2pPeersAlive(comm, ops, nops)) != collSuccess) return collEngineFail(comm, err);
+  if ((err = collP2pPeersAlive(comm, ops, nops)) != collSuccess) {
+    free(inPlaceCopy);
+    return collEngineFail(comm, err);
+  }
   int n = comm->nranks, nch = comm->nchannels;
   /* order[dir][peer] lists the batch's transfers per peer and direction. */
   int* order = malloc(sizeof(int) * (size_t)nops * 2 + 1);
@@ -240,5 +295,6 @@ out:
   free(cnt);
   free(start);
   free(lanes);
+  free(inPlaceCopy);
   return err;
 }
