@@ -665,6 +665,9 @@ collResult_t collCommAbortImpl(collComm_t comm) {
   int already;
   collResult_t r = collBeginTeardown(comm, "collCommAbort", &already);
   if (r != collSuccess) return r;
+  /* marked before the error is set, so that no teardown sees the error first */
+  if (__atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE) == collSuccess)
+    __atomic_store_n(&comm->userAborted, 1, __ATOMIC_RELEASE);
   collCommSetAsyncError(comm, collRemoteError, "collCommAbort was called");
   collCommWakeAll(comm);
   if (already) return collSuccess; /* the destroy or abort under way frees it, now without waiting */

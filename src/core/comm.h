@@ -113,6 +113,7 @@ struct collComm {
   int checkCalls;  /* COLL_CHECK: verify call signatures across ranks */
   size_t chunkBytes;
   volatile int abortFlag;
+  int userAborted; /* the first error was collCommAbort's: peers see this rank closed, not failed */
   collResult_t asyncError; /* atomic; set with asyncMsg under errLock */
   char asyncMsg[1024];
   pthread_mutex_t errLock;

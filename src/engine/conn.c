@@ -132,7 +132,7 @@ static collResult_t collConnFailError(collComm_t comm, int peer, int channel, co
       snprintf(d, sizeof d, "connecting to it failed: %s", err);
       return collConnGoneError(comm, peer, channel, d, why);
     }
-    if (comm->abortFlag) break;
+    if (__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE)) break;
     poll(NULL, 0, 1);
   }
   return collSetError(r, "rank %d: cannot connect to rank %d on %s (channel %d): %s", comm->rank, peer,

@@ -278,7 +278,11 @@ void collMailboxFree(collComm_t comm) {
 void collMailboxMarkFailed(collComm_t comm) {
   struct collMailbox* m = comm->mailbox;
   if (!m) return;
-  uint32_t was = 0, v = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE) != collSuccess ? MB_FAILED : MB_CLOSED;
+  /* failed: an error of its own; closed: destroyed, or aborted by the user
+   * (collCommAbort's error is no failure the peers should report) */
+  int failed = __atomic_load_n(&comm->asyncError, __ATOMIC_ACQUIRE) != collSuccess &&
+               !__atomic_load_n(&comm->userAborted, __ATOMIC_ACQUIRE);
+  uint32_t was = 0, v = failed ? MB_FAILED : MB_CLOSED;
   atomic_compare_exchange_strong(mbFailed(m, comm->rank), &was, v);
   for (int p = 0; p < 2; p++) /* waiters sleep on one of our sequence words */
     syscall(SYS_futex, &mbSlot(m, comm->nranks, comm->rank, p)->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
@@ -473,6 +477,7 @@ collResult_t collMailboxRound(collComm_t comm, const void* data, size_t bytes, u
   mbSlotHdr* mine = mbSlot(m, n, comm->rank, p);
   if (bytes) memcpy(mbData(mine), data, bytes);
   mine->tag = tag;
+  mine->prevTag = m->prevTag; /* as collMailboxRun: the previous collective is checked here too */
   atomic_store(&mine->seq, seq); /* seq_cst: ordered before the sleepers load */
   if (atomic_load(mbSleepers(m)) > 0) syscall(SYS_futex, &mine->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
   collResult_t r = mbWaitAll(comm, m, seq, p, tag, sig);

@@ -15,7 +15,7 @@
  *   collEngineFail         collObsFailure (flight-recorder dump)
  *
  * Cost: consecutive mailbox calls equal in function, count, type, op and
- * peer word (a barrier's is -1) form a run, kept in comm->obsHot beside
+ * peer word (a barrier's is COLL_PEER_BARRIER) form a run, kept in comm->obsHot beside
  * the fields the engine reads anyway: a call that extends it costs one
  * countdown, four compares and one add, with no clock read and no end
  * hook (tools/obs_overhead.sh: ~15 instructions against ~1250 for the call

@@ -14,7 +14,7 @@
 typedef struct {
   uint32_t mbLeft;  /* mailbox calls until the next one that is timed; 1 while events are on (every one) */
   int32_t events;   /* COLL_TRACE_FILE or COLL_PROFILER_PLUGIN on: launches call out */
-  int32_t fn, peer; /* the open run's collOp.fn and collOp.peer (-1: barrier); fn -1: no run */
+  int32_t fn, peer; /* the open run's collOp.fn and collOp.peer (COLL_PEER_BARRIER: barrier); fn -1: no run */
   uint64_t count;   /* its collOp.count */
   uint64_t dtypeOp; /* its collOp.dtype and collOp.op, one 8-byte word */
   uint64_t reps;    /* calls in the open run (written by the engine's thread only) */
