@@ -51,13 +51,14 @@ static int bodyA(int rank, int nranks, void* arg) {
   int bad = 0;
   long it = 0;
   double end = now() + 5.0;
-  while (now() < end && !bad) {
-    float x = (float)(rank + 1), y = 0;
-    if (collAllReduce(&x, &y, 1, collFloat, collSum, comm, NULL) != collSuccess) {
+  for (int stop = 0; !stop && !bad;) {
+    /* x[1]: this rank's clock ran out; all ranks stop at the same call */
+    float x[2] = {(float)(rank + 1), now() < end ? 0.0f : 1.0f}, y[2] = {0, 0};
+    if (collAllReduce(x, y, 2, collFloat, collSum, comm, NULL) != collSuccess) {
       printf("A rank %d iter %ld: %s\n", rank, it, collGetLastError(comm));
       bad = 1;
-    } else if (y != (float)(nranks * (nranks + 1) / 2)) {
-      printf("A rank %d iter %ld: sum %g\n", rank, it, (double)y);
+    } else if ((stop = y[1] > 0), y[0] != (float)(nranks * (nranks + 1) / 2)) {
+      printf("A rank %d iter %ld: sum %g\n", rank, it, (double)y[0]);
       bad = 1;
     }
     it++;
