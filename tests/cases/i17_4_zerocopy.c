@@ -210,7 +210,7 @@ static int bodyBits(collComm_t comm, int rank, int nranks, void* arg) {
           memcpy(zs, ms, n * es);
           /* mixed: rank 0 uses malloc'd buffers for the "zero-copy" call too */
           char* s = mixed && rank == 0 ? ms : zs;
-          char* d = mixed && rank == 0 ? mr + bytes / 2 : zr;
+          char* d = mixed && rank == 0 ? mr + (bytes / 2 & ~(size_t)15) : zr; /* aligned for float64 */
           uint64_t before = zcCalls(comm);
           collResult_t r1 = rs ? collReduceScatter(ms, mr, count, t, ops[oi], comm, NULL)
                                : collAllReduce(ms, mr, count, t, ops[oi], comm, NULL);
