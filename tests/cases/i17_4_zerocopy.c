@@ -195,7 +195,7 @@ static int bodyBits(collComm_t comm, int rank, int nranks, void* arg) {
   const size_t count = 524291; /* float16: 1 MiB per rank, where the tuner starts to pick zerocopy */
   int fails = 0;
   size_t bytes = (size_t)nranks * count * 8;
-  char *zs = NULL, *zr = NULL, *ms = malloc(bytes), *mr = malloc(bytes);
+  char *zs = NULL, *zr = NULL, *ms = malloc(bytes), *mr = malloc(bytes + 64);
   if (!ms || !mr || collMemAlloc((void**)&zs, bytes) != collSuccess || collMemAlloc((void**)&zr, bytes) != collSuccess) {
     printf("rank %d: allocation failed: %s\n", rank, collGetLastError(NULL));
     return 1;
@@ -210,7 +210,8 @@ static int bodyBits(collComm_t comm, int rank, int nranks, void* arg) {
           memcpy(zs, ms, n * es);
           /* mixed: rank 0 uses malloc'd buffers for the "zero-copy" call too */
           char* s = mixed && rank == 0 ? ms : zs;
-          char* d = mixed && rank == 0 ? mr + (bytes / 2 & ~(size_t)15) : zr; /* aligned for float64 */
+          /* past the first call's result (count x 8 bytes at most), 16-byte aligned */
+          char* d = mixed && rank == 0 ? mr + ((count * 8 + 15) & ~(size_t)15) : zr;
           uint64_t before = zcCalls(comm);
           collResult_t r1 = rs ? collReduceScatter(ms, mr, count, t, ops[oi], comm, NULL)
                                : collAllReduce(ms, mr, count, t, ops[oi], comm, NULL);
