@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/core.h"
 #include "misc/log.h"
@@ -229,8 +230,16 @@ collResult_t collCommInitFromEnvImpl(collComm_t* comm, collConfig_t* config) {
   if (rank == 0) {
     collBootRootCfg cfg = {id.key, size, (double)collParamInt(COLL_PARAM_INIT_TIMEOUT), 1, what};
     int inUse = 0;
-    if ((r = collBootRootStart(&cfg, &id.root, 1, &root, &inUse)) != collSuccess) {
-      char err[512], holder[400] = "";
+    char err[512], holder[400] = "";
+    r = collBootRootStart(&cfg, &id.root, 1, &root, &inUse);
+    /* The address may be held for a moment only (a rank's connect that met
+     * itself on this port, TCP simultaneous open, closes at once): try again
+     * for up to 1 s before asking who holds it. */
+    for (int t = 0; r != collSuccess && inUse && t < 20; t++) {
+      usleep(50 * 1000);
+      r = collBootRootStart(&cfg, &id.root, 1, &root, &inUse);
+    }
+    if (r != collSuccess) {
       snprintf(err, sizeof err, "%s", collLastErrorMessage());
       if (inUse) collBootProbeHolder(&id, rank, size, holder, sizeof holder);
       return collSetError(r, "collCommInitFromEnv: rank 0 cannot host the rendezvous %s (%s): %s%s%s%s", hostport,

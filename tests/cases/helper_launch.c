@@ -50,10 +50,26 @@ static int collLaunchTryBind(int port) {
   return got;
 }
 
+/* Ports below the kernel's ephemeral range (ip_local_port_range): a port
+ * the kernel hands out for bind(0) or as a connect's source port may be
+ * taken by any process (another test's listener) between the check and the
+ * moment the root binds it, seconds later in some cases (br38). */
 int collLaunchFreePort(void) {
-  for (int i = 0; i < 64; i++) {
+  int lo = 32768, hi = 60999;
+  FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f) {
+    if (fscanf(f, "%d %d", &lo, &hi) != 2) lo = 32768;
+    fclose(f);
+  }
+  int top = lo > 12000 ? lo - 1 : 65535, bottom = lo > 12000 ? 10000 : hi + 1;
+  unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+  for (int i = 0; i < 256 && top > bottom; i++) {
+    int q = bottom + 1 + (int)(rand_r(&seed) % (unsigned)(top - bottom));
+    if (collLaunchTryBind(q) == q) return q - 1; /* coll's root listens on MASTER_PORT + 1 = q */
+  }
+  for (int i = 0; i < 64; i++) { /* no room outside the range: any free port */
     int q = collLaunchTryBind(0);
-    if (q > 1024 && q <= 65535) return q - 1; /* coll's root listens on MASTER_PORT + 1 = q */
+    if (q > 1024 && q <= 65535) return q - 1;
   }
   return 0;
 }
