@@ -12,6 +12,7 @@
 #include "core/comm.h"
 #include "core/core.h"
 #include "core/devcall.h"
+#include "core/memalloc.h"
 #include "misc/log.h"
 #include "tuner/algo_env.h"
 
@@ -89,6 +90,16 @@ collResult_t collStreamCreate(collComm_t comm, collStream_t* stream) { COLL_API(
 collResult_t collStreamCreateCuda(collComm_t comm, void* cudaStream, collStream_t* stream) {
   COLL_API(collStreamCreateCudaImpl(comm, cudaStream, stream));
 }
+
+collResult_t collMemAlloc(void** ptr, size_t size) { COLL_API(collMemAllocImpl(ptr, size)); }
+
+collResult_t collMemFree(void* ptr) { COLL_API(collMemFreeImpl(ptr)); }
+
+collResult_t collCommRegister(collComm_t comm, void* buff, size_t size, void** handle) {
+  COLL_API(collCommRegisterImpl(comm, buff, size, handle));
+}
+
+collResult_t collCommDeregister(collComm_t comm, void* handle) { COLL_API(collCommDeregisterImpl(comm, handle)); }
 
 collResult_t collStreamSynchronize(collStream_t stream) { COLL_API(collStreamSynchronizeImpl(stream)); }
 

@@ -64,7 +64,7 @@ static collMemAllocRec* memLookup(const void* p, size_t n, collMemAllocRec** par
   return NULL;
 }
 
-static collResult_t collMemAllocImpl(void** ptr, size_t size) {
+collResult_t collMemAllocImpl(void** ptr, size_t size) {
   if (!ptr) return collSetError(collInvalidArgument, "collMemAlloc: ptr is NULL");
   *ptr = NULL;
   if (size == 0) return collSetError(collInvalidArgument, "collMemAlloc: size is 0");
@@ -115,7 +115,7 @@ static collResult_t collMemAllocImpl(void** ptr, size_t size) {
   return collSuccess;
 }
 
-static collResult_t collMemFreeImpl(void* ptr) {
+collResult_t collMemFreeImpl(void* ptr) {
   if (!ptr) return collSuccess;
   pthread_mutex_lock(&memLock);
   collMemAllocRec** pp = &memAllocs;
@@ -164,7 +164,7 @@ int collMemFind(const void* ptr, size_t bytes, collMemSeg* seg) {
   return r != NULL;
 }
 
-static collResult_t collCommRegisterImpl(collComm_t comm, void* buff, size_t size, void** handle) {
+collResult_t collCommRegisterImpl(collComm_t comm, void* buff, size_t size, void** handle) {
   if (handle) *handle = NULL;
   if (!handle) return collSetError(collInvalidArgument, "collCommRegister: handle is NULL");
   if (!buff) return collSetError(collInvalidArgument, "collCommRegister: buff is NULL");
@@ -220,7 +220,7 @@ static collResult_t collCommRegisterImpl(collComm_t comm, void* buff, size_t siz
   return r;
 }
 
-static collResult_t collCommDeregisterImpl(collComm_t comm, void* handle) {
+collResult_t collCommDeregisterImpl(collComm_t comm, void* handle) {
   if (!handle) return collSetError(collInvalidArgument, "collCommDeregister: handle is NULL");
   collResult_t r = collCommEnterAny(comm, "collCommDeregister");
   if (r != collSuccess) return r;
@@ -257,25 +257,4 @@ void collMemRegDropComm(collComm_t comm) {
     free(g);
   }
   pthread_mutex_unlock(&memLock);
-}
-
-/* ---- public entry points (bracketed as in api.c) ----------------------------- */
-collResult_t collMemAlloc(void** ptr, size_t size) {
-  collApiEnter();
-  return collApiLeave(collMemAllocImpl(ptr, size));
-}
-
-collResult_t collMemFree(void* ptr) {
-  collApiEnter();
-  return collApiLeave(collMemFreeImpl(ptr));
-}
-
-collResult_t collCommRegister(collComm_t comm, void* buff, size_t size, void** handle) {
-  collApiEnter();
-  return collApiLeave(collCommRegisterImpl(comm, buff, size, handle));
-}
-
-collResult_t collCommDeregister(collComm_t comm, void* handle) {
-  collApiEnter();
-  return collApiLeave(collCommDeregisterImpl(comm, handle));
 }

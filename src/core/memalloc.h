@@ -25,6 +25,13 @@ typedef struct {
  * allocation of this process (bytes 0 counts as 1), else 0. Thread-safe. */
 int collMemFind(const void* ptr, size_t bytes, collMemSeg* seg);
 
+/* collMemAlloc, collMemFree, collCommRegister, collCommDeregister (coll.h),
+ * called by api.c between collApiEnter and collApiLeave. */
+collResult_t collMemAllocImpl(void** ptr, size_t size);
+collResult_t collMemFreeImpl(void* ptr);
+collResult_t collCommRegisterImpl(collComm_t comm, void* buff, size_t size, void** handle);
+collResult_t collCommDeregisterImpl(collComm_t comm, void* handle);
+
 /* Releases every registration of comm (it is being freed). */
 void collMemRegDropComm(collComm_t comm);
 
