@@ -251,10 +251,6 @@ static collResult_t collCheckRank(collComm_t comm, int r, const char* what, cons
   return collSuccess;
 }
 
-static collResult_t collCheckStream(collComm_t comm, collStream_t s, const char* fn) {
-  return collStreamCheckUse(comm, s, fn);
-}
-
 /* sendbuff and recvbuff either the documented in-place alias or disjoint:
  * a partial overlap would let the call read data it already overwrote.
  * In place: the same address (all-reduce, broadcast, reduce); sendbuff ==
@@ -291,7 +287,7 @@ static collResult_t collIssue(collComm_t comm, collStream_t stream, collOp* op, 
   if (r != collSuccess) return collGroupNoteError(r);
   collTakeTimeout(comm, op);
   if ((r = collCheckType(op->dtype, fn)) || (needsOp && (r = collCheckOp(op->op, fn))) ||
-      (r = collCheckStream(comm, stream, fn)))
+      (r = collStreamCheckUse(comm, stream, fn)))
     goto out;
   if ((op->fn == COLL_FN_BROADCAST || op->fn == COLL_FN_REDUCE) && (r = collCheckRank(comm, op->root, "root", fn)))
     goto out;
