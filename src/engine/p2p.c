@@ -178,47 +178,65 @@ static collResult_t collP2pPeersAlive(collComm_t comm, const collOp* ops, int no
   return collSuccess;
 }
 
+static int collAddrCmp(const void* a, const void* b) {
+  uintptr_t x = *(const uintptr_t*)a, y = *(const uintptr_t*)b;
+  return x < y ? -1 : x > y;
+}
+
 /* A send to another rank that reads the very range a receive of the same
  * batch writes (an in-place all-to-all: the send to peer p and the receive
- * from p at the same offset; collGroupEnd refuses partial overlaps) would
- * send bytes already overwritten: such sends go from a copy. Returns the
- * batch to run (ops itself when nothing needs a copy) and in *copy the
- * memory to free (NULL if none). */
+ * from p at the same offset; collGroupEnd refuses partial overlaps, so an
+ * equal start means the same range) would send bytes already overwritten:
+ * such sends go from a copy. Returns the batch to run (ops itself when
+ * nothing needs a copy) and in *copy the memory to free (NULL if none).
+ * Receive starts sorted once, a binary search per send: O(n log n). */
 static collResult_t collP2pStageInPlace(collComm_t comm, const collOp* ops, int nops, const collOp** run,
                                         char** copy) {
   *run = ops;
   *copy = NULL;
+  int nr = 0, ns = 0;
+  for (int i = 0; i < nops; i++) {
+    nr += ops[i].fn == COLL_FN_RECV && ops[i].count > 0;
+    ns += ops[i].fn == COLL_FN_SEND && ops[i].count > 0 && ops[i].peer != comm->rank;
+  }
+  if (nr == 0 || ns == 0) return collSuccess;
+  uintptr_t* starts = malloc(sizeof *starts * (size_t)nr);
+  if (!starts) return collSetError(collSystemError, "p2p: out of memory");
+  nr = 0;
+  for (int i = 0; i < nops; i++)
+    if (ops[i].fn == COLL_FN_RECV && ops[i].count > 0) starts[nr++] = (uintptr_t)ops[i].recvbuff;
+  qsort(starts, (size_t)nr, sizeof *starts, collAddrCmp);
   size_t need = 0;
-  for (int pass = 0; pass < 2; pass++) {
-    collOp* mine = NULL;
-    size_t off = 0;
+  collOp* mine = NULL;
+  for (int pass = 0; pass < 2; pass++) { /* 0: the bytes to copy; 1: copy them */
+    size_t off = sizeof(collOp) * (size_t)nops;
     if (pass == 1) {
-      if (!need) return collSuccess;
-      char* mem = malloc(sizeof(collOp) * (size_t)nops + need);
-      if (!mem)
+      if (!need) break;
+      char* mem = malloc(off + need);
+      if (!mem) {
+        free(starts);
         return collSetError(collSystemError, "p2p: cannot allocate %zu bytes for the copy of in-place sends", need);
+      }
       mine = (collOp*)mem;
-      memcpy(mine, ops, sizeof(collOp) * (size_t)nops);
+      memcpy(mine, ops, off);
       *copy = mem;
-      off = sizeof(collOp) * (size_t)nops;
     }
     for (int i = 0; i < nops; i++) {
       if (ops[i].fn != COLL_FN_SEND || ops[i].peer == comm->rank || ops[i].count == 0) continue;
-      size_t bytes = collP2pBytes(&ops[i]);
-      int same = 0;
-      for (int j = 0; j < nops && !same; j++)
-        same = ops[j].fn == COLL_FN_RECV && ops[j].recvbuff == ops[i].sendbuff && ops[j].count > 0;
-      if (!same) continue;
+      uintptr_t key = (uintptr_t)ops[i].sendbuff;
+      if (!bsearch(&key, starts, (size_t)nr, sizeof *starts, collAddrCmp)) continue;
+      size_t bytes = collP2pBytes(&ops[i]), padded = (bytes + 15) & ~(size_t)15;
       if (pass == 0) {
-        need += (bytes + 15) & ~(size_t)15;
+        need += padded;
         continue;
       }
       memcpy(*copy + off, ops[i].sendbuff, bytes);
       mine[i].sendbuff = *copy + off;
-      off += (bytes + 15) & ~(size_t)15;
+      off += padded;
     }
-    if (pass == 1) *run = mine;
   }
+  free(starts);
+  if (mine) *run = mine;
   return collSuccess;
 }
 
