@@ -431,18 +431,16 @@ static inline __attribute__((always_inline)) collResult_t collRunCollective(coll
     if (collObsMailbox(comm, op)) return collMailboxRun(comm, op, tag, &sig); /* counted (obs.h) */
     return collObsOpEnd(comm, op, collMailboxRun(comm, op, tag, &sig));     /* a timed one */
   }
-  int began = 0;
-  if (host && collZeroCopyWanted(comm, op)) { /* every rank's buffers collMemAlloc memory: read them in place */
+  int zc = host && collZeroCopyWanted(comm, op); /* every rank's buffers collMemAlloc memory? */
+  int staged = wide || (op->op == collAvg && collHalfReducing(op));
+  if (!zc && comm->nranks == 1 && !staged && collObsSolo(comm, op))
+    return collRunSched(comm, op, NULL, tag, &sig); /* counted (obs.h) */
+  collObsOpBegin(comm, op);
+  if (zc) { /* read the peers' buffers in place; ran 0: some rank's were not such memory */
     int ran = 0;
-    collObsOpBegin(comm, op);
-    began = 1;
     collResult_t r = collZeroCopyRun(comm, op, tag, &sig, &ran);
     if (r != collSuccess || ran) return collObsOpEnd(comm, op, r);
   }
-  int staged = wide || (op->op == collAvg && collHalfReducing(op));
-  if (!began && comm->nranks == 1 && !staged && collObsSolo(comm, op))
-    return collRunSched(comm, op, NULL, tag, &sig); /* counted (obs.h) */
-  if (!began) collObsOpBegin(comm, op);
   if (staged) {
     if (!host)
       return collObsOpEnd(comm, op, collEngineFail(comm, collSetError(collInternalError,
