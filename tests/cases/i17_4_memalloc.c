@@ -15,7 +15,6 @@
  * (collGetLastError) must say what was wrong. Descriptors and coll-mem
  * mappings are back to where they were at the end.
  */
-#include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +23,8 @@
 #include <unistd.h>
 
 #include "coll.h"
+#include "helper_fail.h"
+#include "helper_zc.h"
 
 static int fails;
 
@@ -42,23 +43,6 @@ static void expectErr(collResult_t r, collResult_t want, const char* needle, con
   const char* msg = collGetLastError(NULL);
   EXPECT(r == want, "%s: got %s, want %s (%s)", what, collGetErrorString(r), collGetErrorString(want), msg);
   EXPECT(strstr(msg, needle) != NULL, "%s: message \"%s\" lacks \"%s\"", what, msg, needle);
-}
-
-static int countFds(void) {
-  DIR* d = opendir("/proc/self/fd");
-  int n = 0;
-  for (struct dirent* e; d && (e = readdir(d));) n += e->d_name[0] != '.';
-  if (d) closedir(d);
-  return n - 1; /* the directory's own */
-}
-
-static int countMemMaps(void) {
-  FILE* f = fopen("/proc/self/maps", "r");
-  char line[512];
-  int n = 0;
-  while (f && fgets(line, sizeof line, f)) n += strstr(line, "memfd:coll-mem") != NULL;
-  if (f) fclose(f);
-  return n;
 }
 
 /* A child's collMemAlloc address, through a pipe (it exits after). */
@@ -83,7 +67,7 @@ static uintptr_t childPointer(void) {
 }
 
 int main(void) {
-  int fds0 = countFds(), maps0 = countMemMaps();
+  int fds0 = failCountFds(), maps0 = zcCountMemMaps();
   void* p = NULL;
   expectErr(collMemAlloc(NULL, 4096), collInvalidArgument, "ptr is NULL", "collMemAlloc(NULL)");
   expectErr(collMemAlloc(&p, 0), collInvalidArgument, "size is 0", "collMemAlloc(size 0)");
@@ -98,8 +82,8 @@ int main(void) {
   for (size_t i = 0; i < size; i++) nonzero += ((unsigned char*)p)[i] != 0;
   EXPECT(nonzero == 0, "%zu bytes not zero", nonzero);
   memset(p, 0x5a, size);
-  EXPECT(countFds() == fds0 + 1, "an allocation holds %d descriptors, want 1", countFds() - fds0);
-  EXPECT(countMemMaps() == maps0 + 1, "coll-mem mappings %d, want %d", countMemMaps(), maps0 + 1);
+  EXPECT(failCountFds() == fds0 + 1, "an allocation holds %d descriptors, want 1", failCountFds() - fds0);
+  EXPECT(zcCountMemMaps() == maps0 + 1, "coll-mem mappings %d, want %d", zcCountMemMaps(), maps0 + 1);
 
   expectErr(collMemFree((char*)p + 4096), collInvalidArgument, "not its start", "collMemFree(inside)");
   char* m = malloc(4096);
@@ -142,8 +126,8 @@ int main(void) {
   EXPECT(collMemFree(p) == collSuccess, "free after destroy: %s", collGetLastError(NULL));
   expectErr(collMemFree(p), collInvalidArgument, "freed already", "free twice");
   free(m);
-  EXPECT(countFds() == fds0, "descriptors %d, before %d", countFds(), fds0);
-  EXPECT(countMemMaps() == maps0, "coll-mem mappings %d, before %d", countMemMaps(), maps0);
+  EXPECT(failCountFds() == fds0, "descriptors %d, before %d", failCountFds(), fds0);
+  EXPECT(zcCountMemMaps() == maps0, "coll-mem mappings %d, before %d", zcCountMemMaps(), maps0);
   printf("i17_4_memalloc: %s\n", fails ? "FAILED" : "passed");
   return fails ? 1 : 0;
 }

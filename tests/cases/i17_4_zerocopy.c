@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "../integration/mp_harness.h"
+#include "helper_zc.h"
 #include "reduce/reduce.h"
 
 #define CHECK(cond, ...)                                   \
@@ -101,16 +102,6 @@ static int64_t expect(collRedOp_t op, size_t i, int n) {
     if (op == collMin && x < acc) acc = x;
   }
   return op == collAvg ? acc / n : acc;
-}
-
-static uint64_t zcCalls(collComm_t comm) {
-  collCollStats_t rows[64];
-  int n = 0;
-  uint64_t c = 0;
-  if (collCommGetCollStats(comm, rows, 64, &n) != collSuccess) return 0;
-  for (int i = 0; i < n; i++)
-    if (strcmp(rows[i].algo, "zerocopy") == 0) c += rows[i].calls;
-  return c;
 }
 
 static int bodyExact(collComm_t comm, int rank, int nranks, void* arg) {

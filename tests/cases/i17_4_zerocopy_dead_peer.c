@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../integration/mp_harness.h"
+#include "helper_zc.h"
 #include "helper_fail.h"
 
 #define COUNT ((size_t)4 << 20) /* floats: 16 MiB per buffer */
@@ -34,25 +35,6 @@ typedef struct {
 } shared;
 
 static shared* sh;
-
-static int countMemMaps(void) {
-  FILE* f = fopen("/proc/self/maps", "r");
-  char line[512];
-  int n = 0;
-  while (f && fgets(line, sizeof line, f)) n += strstr(line, "memfd:coll-mem") != NULL;
-  if (f) fclose(f);
-  return n;
-}
-
-static uint64_t zcCalls(collComm_t comm) {
-  collCollStats_t rows[64];
-  int n = 0;
-  uint64_t c = 0;
-  if (collCommGetCollStats(comm, rows, 64, &n) != collSuccess) return 0;
-  for (int i = 0; i < n; i++)
-    if (strcmp(rows[i].algo, "zerocopy") == 0) c += rows[i].calls;
-  return c;
-}
 
 static void* killer(void* arg) {
   (void)arg;
@@ -91,11 +73,11 @@ static int body(collComm_t unused, int rank, int nranks, void* arg) {
   char who[32];
   snprintf(who, sizeof who, "rank %d", nranks - 1);
   sh->named[rank] = strstr(sh->msg[rank], who) != NULL;
-  sh->mapsAfterErr[rank] = countMemMaps();
+  sh->mapsAfterErr[rank] = zcCountMemMaps();
   collCommDestroy(comm);
   collMemFree(s);
   collMemFree(d);
-  sh->mapsEnd[rank] = countMemMaps();
+  sh->mapsEnd[rank] = zcCountMemMaps();
   sh->memfdsEnd[rank] = failCountMemfds();
   sh->fdsEnd[rank] = failCountFds();
   return 0;
