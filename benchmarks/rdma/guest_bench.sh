@@ -29,7 +29,7 @@ export COLL_SOCKET_IFNAME=lo
 [ "$NODES" = 2 ] && export COLL_SOCKET_IFNAME=eth0
 LINK_SIZES="65536 262144 1048576 4194304"
 if [ "$BENCH_QUICK" = 1 ]; then LINK_SIZES="1048576"; AR="-b 8 -e 1M -f 32"; SR="-b 1M -e 1M -f 2"; NI=3
-else AR="-b 8 -e 8M -f 8"; SR="-b 64K -e 4M -f 4"; NI=5; fi
+else AR="-b 8 -e 8M -f 4"; SR="-b 64K -e 4M -f 4"; NI=5; fi
 IB="COLL_NET=ib COLL_SHM_DISABLE=1 COLL_MAILBOX_BYTES=0"
 UCX="-x UCX_NET_DEVICES=rxe0:1 -x UCX_TLS=rc,self -x UCX_UD_ETH_DGID_CHECK=n"
 BWPORT=18600
