@@ -32,10 +32,15 @@ static int body(collComm_t comm, int rank, int n, void* arg) {
     if (collAllReduce(in, out, i < 3 ? 64 : LARGE, collFloat, collSum, comm, NULL) != collSuccess) return 1;
   if (rank == 2) {
     raise(SIGUSR1); /* COLL_FR_SIGNAL=10: the dump thread writes COLL_FR_FILE */
-    char path[128];
+    char path[128], p0[128], p1[128];
     snprintf(path, sizeof path, "%s/fr.2.json", dir);
-    for (int i = 0; i < 300 && access(path, R_OK) != 0; i++) usleep(10000);
-    sleep(3); /* stays away from collective #5 until the others timed out */
+    snprintf(p0, sizeof p0, "%s/fr.0.json", dir);
+    snprintf(p1, sizeof p1, "%s/fr.1.json", dir);
+    for (int i = 0; i < 3000 && access(path, R_OK) != 0; i++) usleep(10000);
+    /* stays away from collective #5 until the others timed out: their
+     * timeouts write their dumps; while this rank is here nothing else fails
+     * them (a fixed 3 s stands in for that on a quiet machine only) */
+    for (int i = 0; i < 6000 && (access(p0, R_OK) != 0 || access(p1, R_OK) != 0); i++) usleep(10000);
     return access(path, R_OK) != 0;
   }
   collCommSetCallTimeout(comm, 1500);

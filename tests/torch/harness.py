@@ -96,12 +96,29 @@ class RunError(AssertionError):
 
 
 def free_port():
+    """A port that could be bound on 127.0.0.1 a moment ago, below the kernel's
+    ephemeral range (as tests/cases/helper_launch.c): a port from bind(0) may be
+    any process's connect source port before the test binds it (again: BR-17
+    binds its MASTER_PORT anew every cycle)."""
+    import random
     import socket
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    lo = 32768
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    candidates = [random.randrange(10000, lo - 1) for _ in range(256)] if lo > 12000 else []
+    for port in candidates + [0] * 64:
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            return s.getsockname()[1]
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise RuntimeError("no free port on 127.0.0.1")
 
 
 def run(fn, ws, backend, args=(), timeout=120, env=None, may_die=(), init=None):
