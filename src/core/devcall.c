@@ -40,6 +40,8 @@ struct collDevComm {
   int nold;
   CUevent* pool;        /* events for issue, reused */
   int npool, cappool;
+  int wedged;           /* a wait on coll's CUDA work gave up (timeout, abort): its pinned memory is never freed,
+                           since cuMemFreeHost would wait for the device */
 };
 
 struct collDevWork {
@@ -110,6 +112,76 @@ static collResult_t collDevReady(struct collDevComm* d) {
   }
   pthread_mutex_unlock(&d->lock);
   return r;
+}
+
+/* ---- bounded waits on CUDA work ------------------------------------------------
+ * Every wait for the device polls (cuEventQuery / cuStreamQuery) instead of
+ * blocking in cuEventSynchronize / cuStreamSynchronize, so that a GPU that
+ * never finishes (a hung kernel, a wedged device) still ends the call: at
+ * the call's deadline (collTimeout) or when the communicator is aborted
+ * (collCommAbort, a peer's failure). A wait that gives up marks the device
+ * state wedged: its pinned memory is then never freed (cuMemFreeHost would
+ * wait for the device) and the communicator has failed. The poll yields 64 times, then sleeps
+ * from 50 us, doubling up to 1 ms: a long kernel before the call does not
+ * burn a core, and the call starts at most 1 ms after the kernel ends. */
+
+static double collDevNow(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+#define COLL_DEV_WAIT_SLEEP_MIN_NS 50000L
+#define COLL_DEV_WAIT_SLEEP_MAX_NS 1000000L
+
+/* What one call waits under: its deadline (0: none) and its timeout. */
+typedef struct {
+  double deadline, timeoutSec;
+} collDevLimit;
+
+static collDevLimit collDevLimitOf(double timeoutSec) {
+  collDevLimit l = {timeoutSec > 0 ? collDevNow() + timeoutSec : 0, timeoutSec};
+  return l;
+}
+
+/* Waits until ev (isEvent) or stream st (NULL: the legacy default stream)
+ * finished. Errors: the CUDA error of the query ("CUDA: <what> failed"),
+ * collTimeout at the deadline and, after collCommAbort or a failure of
+ * the communicator, its error; each message names `what`. d (may be NULL)
+ * is marked wedged when the wait gives up. */
+static collResult_t collDevWaitDone(collComm_t comm, struct collDevComm* d, int isEvent, void* h, collDevLimit lim,
+                                    const char* what) {
+  long sleepNs = COLL_DEV_WAIT_SLEEP_MIN_NS;
+  for (int spins = 0;; spins++) {
+    CUresult q = isEvent ? COLL_CU(cuEventQuery)((CUevent)h) : COLL_CU(cuStreamQuery)((CUstream)h);
+    if (q == CUDA_SUCCESS) return collSuccess;
+    if (q != CUDA_ERROR_NOT_READY) {
+      char m[256];
+      snprintf(m, sizeof m, "CUDA: %s failed (%s)", what, isEvent ? "cuEventQuery" : "cuStreamQuery");
+      return collCudaError(q, m);
+    }
+    collResult_t r = collSuccess;
+    if (__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE)) {
+      char fn[192];
+      snprintf(fn, sizeof fn, "rank %d: waiting for %s", comm->rank, what);
+      r = collCommFailedError(comm, fn); /* the abort flag is set: never collSuccess */
+    } else if (lim.deadline > 0 && collDevNow() > lim.deadline) {
+      r = collSetError(collTimeout,
+                       "rank %d: %s did not finish within %.3g s (the call's timeout): a kernel still running, or a "
+                       "hung GPU",
+                       comm->rank, what, lim.timeoutSec);
+    }
+    if (r != collSuccess) {
+      if (d) d->wedged = 1;
+      return r;
+    }
+    if (spins < 64) {
+      sched_yield();
+      continue;
+    }
+    nanosleep(&(struct timespec){0, sleepNs}, NULL);
+    sleepNs = 2 * sleepNs < COLL_DEV_WAIT_SLEEP_MAX_NS ? 2 * sleepNs : COLL_DEV_WAIT_SLEEP_MAX_NS;
+  }
 }
 
 /* ---- staging --------------------------------------------------------------- */
@@ -192,9 +264,21 @@ static collResult_t collDevCopy(struct collDevComm* d, void* dst, const void* sr
   return cr == CUDA_SUCCESS ? collSuccess : collCudaError(cr, what);
 }
 
-static collResult_t collDevSync(struct collDevComm* d) {
-  CUresult cr = COLL_CU(cuStreamSynchronize)(d->copy);
-  return cr == CUDA_SUCCESS ? collSuccess : collCudaError(cr, "CUDA: the staging copies failed (cuStreamSynchronize)");
+/* Waits for coll's staging copies (bounded: collDevWaitDone). */
+static collResult_t collDevSync(collComm_t comm, struct collDevComm* d, collDevLimit lim, const char* what) {
+  return collDevWaitDone(comm, d, 0, d->copy, lim, what);
+}
+
+/* After the failure r (whose message is the thread's error): waits for the
+ * staging copies already enqueued, so that none still reads or writes the
+ * staging, and keeps r's message. Unless a wait gave up before (d is
+ * wedged: the staging is never freed nor reused, the comm has failed). */
+static void collDevSettle(collComm_t comm, struct collDevComm* d, collDevLimit lim, collResult_t r) {
+  if (d->wedged) return;
+  char keep[1024];
+  snprintf(keep, sizeof keep, "%s", collLastErrorMessage());
+  collDevSync(comm, d, lim, "coll's staging copies after a failure");
+  collSetError(r, "%s", keep);
 }
 
 /* A failure of coll's own CUDA work fails the communicator, as a transport
@@ -211,6 +295,7 @@ static collResult_t collDevRunPiped(collComm_t comm, struct collDevComm* d, cons
   size_t npieces = (op->count + pe - 1) / pe;
   collResult_t r = collDevGrowStage(d, 2 * COLL_DEV_PIPE_SLOTS * pb);
   if (r != collSuccess) return collDevFail(comm, r);
+  collDevLimit lim = collDevLimitOf(op->timeoutSec);
   const char* send = op->sendbuff;
   char* recv = op->recvbuff;
   CUresult cr = CUDA_SUCCESS;
@@ -230,22 +315,20 @@ static collResult_t collDevRunPiped(collComm_t comm, struct collDevComm* d, cons
     if (err != collSuccess) break;
     int s = (int)(k % COLL_DEV_PIPE_SLOTS);
     char* slot = d->stage + (size_t)s * 2 * pb;
-    if (m->sUsed && (cr = COLL_CU(cuEventSynchronize)(d->in[s])) != CUDA_SUCCESS) {
-      err = collCudaError(cr, "CUDA: copying a device input piece to host staging failed");
+    if (m->sUsed &&
+        (err = collDevWaitDone(comm, d, 1, d->in[s], lim, "the copy of a device input piece to host staging")))
       break;
-    }
     /* piece k - 2's copy back must have read this slot */
-    if (m->rUsed && k >= COLL_DEV_PIPE_SLOTS && (cr = COLL_CU(cuEventSynchronize)(d->out[s])) != CUDA_SUCCESS) {
-      err = collCudaError(cr, "CUDA: copying a result piece to device memory failed");
+    if (m->rUsed && k >= COLL_DEV_PIPE_SLOTS &&
+        (err = collDevWaitDone(comm, d, 1, d->out[s], lim, "the copy of a result piece to device memory")))
       break;
-    }
     collOp piece = *op;
     piece.mem = (collMemInfo)COLL_MEM_HOST_INFO;
     piece.count = k + 1 < npieces ? pe : op->count - k * pe;
     piece.sendbuff = m->sUsed ? slot : NULL;
     piece.recvbuff = m->rUsed ? slot + pb : NULL;
     if ((r = collEngineRun(comm, &piece, 1)) != collSuccess) {
-      cr = COLL_CU(cuStreamSynchronize)(d->copy); /* nothing may still read the staging */
+      collDevSettle(comm, d, lim, r); /* nothing may still read the staging */
       return r;
     }
     if (m->rUsed) {
@@ -258,8 +341,8 @@ static collResult_t collDevRunPiped(collComm_t comm, struct collDevComm* d, cons
       }
     }
   }
-  collResult_t sr = collDevSync(d);
-  if (err == collSuccess) err = sr;
+  if (err == collSuccess) err = collDevSync(comm, d, lim, "the copies of the result pieces to device memory");
+  else collDevSettle(comm, d, lim, err);
   return err == collSuccess ? collSuccess : collDevFail(comm, err);
 }
 
@@ -276,6 +359,7 @@ static collResult_t collDevRunStaged(collComm_t comm, struct collDevComm* d, con
   collStageMap one, *maps = nops == 1 ? &one : calloc((size_t)nops, sizeof *maps);
   collOp two[1], *staged = nops == 1 ? two : malloc(sizeof(collOp) * (size_t)nops);
   collResult_t r = collSuccess;
+  collDevLimit lim = collDevLimitOf(ops[0].timeoutSec);
   if (!maps || !staged) {
     r = collDevFail(comm, collSetError(collSystemError, "engine: out of memory staging %d device calls", nops));
     goto out;
@@ -308,9 +392,9 @@ static collResult_t collDevRunStaged(collComm_t comm, struct collDevComm* d, con
       r = collDevCopy(d, (void*)staged[i].sendbuff, ops[i].sendbuff, maps[i].sBytes,
                       "CUDA: copying a device input to host staging failed");
   }
-  if (r == collSuccess) r = collDevSync(d);
+  if (r == collSuccess) r = collDevSync(comm, d, lim, "the copies of the call's device inputs to host staging");
+  else collDevSettle(comm, d, lim, r);
   if (r != collSuccess) {
-    collDevSync(d);
     r = collDevFail(comm, r);
     goto out;
   }
@@ -319,40 +403,13 @@ static collResult_t collDevRunStaged(collComm_t comm, struct collDevComm* d, con
     if (ops[i].mem.kind != COLL_MEM_HOST && maps[i].rUsed)
       r = collDevCopy(d, ops[i].recvbuff, staged[i].recvbuff, maps[i].rBytes,
                       "CUDA: copying a result to device memory failed");
-  collResult_t sr = collDevSync(d);
-  if (r == collSuccess) r = sr;
+  if (r == collSuccess) r = collDevSync(comm, d, lim, "the copies of the results to device memory");
+  else collDevSettle(comm, d, lim, r);
   if (r != collSuccess) r = collDevFail(comm, r);
 out:
   if (maps != &one) free(maps);
   if (staged != two) free(staged);
   return r;
-}
-
-/* ---- events of the user's streams ------------------------------------------ */
-
-static double collDevNow(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* Waits until the work before the call on a CUDA stream finished. */
-static collResult_t collDevWaitEvent(collComm_t comm, CUevent ev, double timeoutSec) {
-  double t0 = collDevNow();
-  for (int spins = 0;; spins++) {
-    CUresult q = COLL_CU(cuEventQuery)(ev);
-    if (q == CUDA_SUCCESS) return collSuccess;
-    if (q != CUDA_ERROR_NOT_READY)
-      return collCudaError(q, "CUDA: waiting for the work before this call on its CUDA stream failed (cuEventQuery)");
-    if (__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE)) return collCommFailedError(comm, "CUDA stream call");
-    if (timeoutSec > 0 && collDevNow() - t0 > timeoutSec)
-      return collSetError(collTimeout,
-                          "rank %d: the work enqueued before this call on its CUDA stream did not finish within %.3g s "
-                          "(the call's timeout)",
-                          comm->rank, timeoutSec);
-    if (spins < 64) sched_yield();
-    else nanosleep(&(struct timespec){0, 50000}, NULL);
-  }
 }
 
 static void collDevPoolPut(struct collDevComm* d, CUevent ev) {
@@ -455,7 +512,9 @@ collResult_t collDevWorkRun(collComm_t comm, collDevWork* w, const collOp* ops, 
   if (w->failed) saved = NULL;
   else if (r != collSuccess) r = collDevFail(comm, r);
   else {
-    for (int i = 0; i < w->nev && r == collSuccess; i++) r = collDevWaitEvent(comm, w->ev[i], ops[0].timeoutSec);
+    collDevLimit lim = collDevLimitOf(ops[0].timeoutSec);
+    for (int i = 0; i < w->nev && r == collSuccess; i++)
+      r = collDevWaitDone(comm, d, 1, w->ev[i], lim, "the work enqueued before this call on its CUDA stream");
     if (r != collSuccess) r = collDevFail(comm, r);
     else if (collDevOpsOnDevice(ops, nops) && (r = collDevReady(d)) != collSuccess) r = collDevFail(comm, r);
     else if (collDevOpsOnDevice(ops, nops)) r = collDevRunStaged(comm, d, ops, nops);
@@ -477,11 +536,10 @@ collResult_t collDevSyncLegacy(collComm_t comm, const collOp* ops, int nops) {
   collResult_t r = collDevFor(comm, ops, nops, &d);
   if (r != collSuccess) return r;
   CUcontext saved;
-  if ((r = collDevEnter(d, &saved)) == collSuccess) {
-    CUresult cr = COLL_CU(cuStreamSynchronize)(NULL); /* NULL: legacy */
-    if (cr != CUDA_SUCCESS)
-      r = collCudaError(cr, "CUDA: waiting for the legacy default stream before a blocking call failed");
-  }
+  if ((r = collDevEnter(d, &saved)) == collSuccess &&
+      (r = collDevWaitDone(comm, d, 0, NULL, collDevLimitOf(ops[0].timeoutSec),
+                           "the work enqueued before this call on the legacy default stream")) != collSuccess)
+    r = collDevFail(comm, r); /* as a wait of the engine: a timeout fails the communicator */
   collDevLeave(saved);
   return r;
 }
@@ -495,9 +553,9 @@ collResult_t collDevRunBlocking(collComm_t comm, const collOp* ops, int nops) {
     collDevLeave(saved);
     return r;
   }
-  CUresult cr = COLL_CU(cuStreamSynchronize)(NULL) /* NULL: legacy */;
-  if (cr != CUDA_SUCCESS)
-    r = collCudaError(cr, "CUDA: waiting for the legacy default stream before a blocking call failed");
+  r = collDevWaitDone(comm, d, 0, NULL /* the legacy default stream */, collDevLimitOf(ops[0].timeoutSec),
+                      "the work enqueued before this call on the legacy default stream");
+  if (r != collSuccess) r = collDevFail(comm, r); /* as a wait of the engine: a timeout fails the communicator */
   else r = collDevRunStaged(comm, d, ops, nops);
   collDevLeave(saved);
   return r;
@@ -517,10 +575,16 @@ void collDevCommFree(collComm_t comm) {
           COLL_CU(cuEventDestroy)(d->out[i]);
         }
         COLL_CU(cuStreamDestroy)(d->copy);
-        collDevGateDestroy(d->gate);
+        if (!d->wedged) collDevGateDestroy(d->gate);
       }
-      if (d->stage) COLL_CU(cuMemFreeHost)(d->stage);
-      for (int i = 0; i < d->nold; i++) COLL_CU(cuMemFreeHost)(d->old[i]);
+      if (d->wedged) { /* cuMemFreeHost synchronizes the device, which did not finish coll's work: kept */
+        COLL_WARN(COLL_SUB_INIT, "CUDA: rank %d: the GPU did not finish coll's copies; %zu bytes of pinned host "
+                                 "staging are not freed (freeing them would wait for the device)",
+                  comm->rank, d->stageBytes);
+      } else {
+        if (d->stage) COLL_CU(cuMemFreeHost)(d->stage);
+        for (int i = 0; i < d->nold; i++) COLL_CU(cuMemFreeHost)(d->old[i]);
+      }
     }
     collDevLeave(saved);
   }

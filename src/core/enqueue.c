@@ -297,7 +297,7 @@ static collResult_t collIssue(collComm_t comm, collStream_t stream, collOp* op, 
   if ((r = collCheckBuf(sendUsed ? op->sendbuff : "", op->count, sendMult, op->dtype, "sendbuff", fn)) ||
       (r = collCheckBuf(recvUsed ? op->recvbuff : "", op->count, recvMult, op->dtype, "recvbuff", fn)) ||
       (r = collCheckOverlap(comm, op, sendUsed, recvUsed, sendMult, recvMult, fn)) ||
-      (r = collCheckCallMemory(comm, stream, fn, sendUsed && op->count ? op->sendbuff : NULL,
+      (r = collCheckCallMemory(comm, fn, sendUsed && op->count ? op->sendbuff : NULL,
                                recvUsed && op->count ? op->recvbuff : NULL, &op->mem)))
     goto out;
   if (collGroupDepth > 0) {

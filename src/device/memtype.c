@@ -9,13 +9,7 @@
 #include "device/cuda_loader.h"
 #include "misc/log.h"
 
-static _Atomic(collMemQueryHook) collMemHook;
-
-void collMemSetQueryHook(collMemQueryHook fn) { atomic_store(&collMemHook, fn); }
-
-int collMemAllHost(void) {
-  return !atomic_load_explicit(&collMemHook, memory_order_acquire) && !collCudaDriverPresent();
-}
+int collMemAllHost(void) { return !collCudaDriverPresent(); }
 
 const char* collMemDescribe(const collMemInfo* m, char* buf, int size) {
   if (m->kind == COLL_MEM_DEVICE) snprintf(buf, (size_t)size, "CUDA device memory of GPU %d", m->device);
@@ -29,10 +23,7 @@ collResult_t collMemQuery(const void* p, collMemInfo* info) {
   info->kind = COLL_MEM_HOST;
   info->device = -1;
   info->pinned = 0;
-  if (!p) return collSuccess;
-  collMemQueryHook hook = atomic_load_explicit(&collMemHook, memory_order_acquire);
-  if (hook) return hook(p, info);
-  if (!collCudaDriverPresent()) return collSuccess;
+  if (!p || !collCudaDriverPresent()) return collSuccess;
 #ifdef COLL_HAVE_CUDA
   if (collCudaLoadQuiet() != collSuccess) {
     static atomic_int told;

@@ -51,15 +51,8 @@ collResult_t collMemCheckCall(const char* fn, int n, const void* const* bufs, co
                               collMemInfo* info);
 
 /* 1 when no pointer can be device memory now (no CUDA driver mapped in
- * this process, no test hook): the cheap first look of every call. */
+ * this process): the cheap first look of every call. */
 int collMemAllHost(void);
-
-/* Test hook: while fn is set, collMemQuery answers fn(p, info) for every
- * non-NULL p (info comes filled as host memory) instead of asking the
- * driver, and collMemCheckCall no longer skips the queries while no driver
- * is mapped. NULL: the driver again. Set it while no call is running. */
-typedef collResult_t (*collMemQueryHook)(const void* p, collMemInfo* info);
-void collMemSetQueryHook(collMemQueryHook fn);
 
 /* "host memory", "pinned host memory", "CUDA device memory of GPU 1",
  * "CUDA managed memory of GPU 0" into buf (size bytes); returns buf. */

@@ -2,7 +2,8 @@
  * entry.c - the fake driver's entry table (cuGetProcAddress), cuInit, the
  * version, error names, the environment and failure injection (fakecuda.h).
  * Only cuInit, cuDriverGetVersion and cuGetProcAddress_v2 are exported: the
- * rest is reached through the table, as coll's loader does.
+ * rest is reached through the table, as coll's loader does (and
+ * fakecudaPolls, for tests).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,10 +24,12 @@ typedef struct {
   char name[64];
   long k;
   int result;
+  int hang; /* FAKECUDA_HANG: the call succeeds, its stream operation never completes */
   atomic_long calls;
 } fkRule;
 static fkRule fkRules[FK_MAX_RULES];
 static int fkNRules;
+_Thread_local int fkHangNext;
 
 static int fkDefaultFailure(const char* name) {
   if (strstr(name, "Launch")) return CUDA_ERROR_LAUNCH_FAILED;
@@ -35,7 +38,7 @@ static int fkDefaultFailure(const char* name) {
   return CUDA_ERROR_UNKNOWN;
 }
 
-static void fkParseFail(const char* spec) {
+static void fkParseFail(const char* spec, int hang) {
   char buf[512];
   snprintf(buf, sizeof buf, "%s", spec);
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok && fkNRules < FK_MAX_RULES;
@@ -49,6 +52,7 @@ static void fkParseFail(const char* spec) {
     if (c2) *c2 = 0;
     r->k = strtol(c1 + 1, NULL, 10);
     r->result = c2 ? (int)strtol(c2 + 1, NULL, 0) : fkDefaultFailure(r->name);
+    r->hang = hang;
     if (r->k >= 1) fkNRules++;
   }
 }
@@ -86,7 +90,9 @@ static void fkInit(void) {
   const char* miss = getenv("FAKECUDA_MISSING");
   if (miss) snprintf(fkCfg.missing, sizeof fkCfg.missing, "%s", miss);
   const char* fail = getenv("FAKECUDA_FAIL");
-  if (fail && *fail) fkParseFail(fail);
+  if (fail && *fail) fkParseFail(fail, 0);
+  const char* hang = getenv("FAKECUDA_HANG");
+  if (hang && *hang) fkParseFail(hang, 1);
 }
 
 void fkInitOnce(void) { pthread_once(&fkOnce, fkInit); }
@@ -109,13 +115,27 @@ void fkSetSticky(CUresult r) {
 }
 
 static atomic_int fkInitDone; /* cuInit succeeded */
+static atomic_long fkPolls;    /* cuEventQuery and cuStreamQuery calls */
+
+/* How many times cuEventQuery and cuStreamQuery were called in this process:
+ * tests read it (dlsym) to see how often a wait polls. */
+FK_EXPORT long fakecudaPolls(void) { return atomic_load(&fkPolls); }
 
 CUresult fkEnter(const char* name) {
   fkInitOnce();
+  if (strcmp(name, "cuEventQuery") == 0 || strcmp(name, "cuStreamQuery") == 0) atomic_fetch_add(&fkPolls, 1);
+  fkHangNext = 0;
   for (int i = 0; i < fkNRules; i++)
-    if (strcmp(fkRules[i].name, name) == 0 && atomic_fetch_add(&fkRules[i].calls, 1) + 1 == fkRules[i].k)
+    if (strcmp(fkRules[i].name, name) == 0 && atomic_fetch_add(&fkRules[i].calls, 1) + 1 == fkRules[i].k) {
+      if (fkRules[i].hang) {
+        fkHangNext = 1;
+        fkFail(CUDA_SUCCESS, "%s: its stream operation will never complete (FAKECUDA_HANG, call %ld)", name,
+               fkRules[i].k);
+        continue;
+      }
       return fkFail((CUresult)fkRules[i].result, "%s: failure injected (FAKECUDA_FAIL, call %ld)", name,
                     fkRules[i].k);
+    }
   if (fkInHostFn) return fkFail(CUDA_ERROR_NOT_PERMITTED, "%s called from inside a host function", name);
   if (strcmp(name, "cuInit") != 0 && !atomic_load(&fkInitDone))
     return fkFail(CUDA_ERROR_NOT_INITIALIZED, "%s before cuInit", name);

@@ -23,6 +23,10 @@
  *   FAKECUDA_FAIL=e:k[:r][,e:k[:r]...]  the k-th call of entry e (e.g. cuMemAlloc) returns
  *                           CUresult r (default OUT_OF_MEMORY for allocations, LAUNCH_FAILED
  *                           for launches, UNKNOWN otherwise)
+ *   FAKECUDA_HANG=e:k[,e:k...]  the k-th call of entry e succeeds but the stream operation it
+ *                           enqueues (a copy, an event record, ...) never completes: its stream
+ *                           and every wait for it stay busy forever, as on a hung GPU (counted
+ *                           with FAKECUDA_FAIL's rules: at most 8 in all)
  *   FAKECUDA_VERSION=v      what cuDriverGetVersion says (default: the headers' CUDA_VERSION)
  *   FAKECUDA_MISSING=name   cuGetProcAddress does not know this entry
  *   FAKECUDA_MEM_MB=m       device memory per device (default 16384)
@@ -76,6 +80,10 @@ CUresult fkFail(CUresult r, const char* fmt, ...) __attribute__((format(printf, 
  * call returns it, as after a fault on a real GPU. */
 extern _Atomic int fkSticky;
 void fkSetSticky(CUresult r);
+
+/* 1 from fkEnter of a call that FAKECUDA_HANG names until its operation is
+ * pushed (fkPush marks it: the worker never completes it). */
+extern _Thread_local int fkHangNext;
 
 /* 1 while this thread runs a host function (cuLaunchHostFunc). */
 extern _Thread_local int fkInHostFn;
@@ -186,6 +194,7 @@ struct fkOp {
   unsigned flags;
   CUhostFn hfn;
   void* harg;
+  int hang; /* FAKECUDA_HANG: never completes */
 };
 
 /* Guards every event's record target, time and references. */

@@ -182,6 +182,7 @@ static void* fkWorker(void* arg) {
     s->cur = op;
     pthread_mutex_unlock(&s->mu);
     if (fkCfg.delayUs > 0 && op->kind != OP_EXIT) usleep((useconds_t)fkCfg.delayUs);
+    while (op->hang) pause(); /* FAKECUDA_HANG: a hung GPU (every signal is blocked here) */
     CUresult r = fkExec(s, op);
     if (r != CUDA_SUCCESS) fkSetSticky(r);
     int kind = op->kind;
@@ -278,6 +279,10 @@ static void fkWaitFor(fkStream* s, fkStream* other) {
 /* Appends op (allocated by the caller, owned by the stream from here),
  * after the implicit synchronization of the legacy stream. */
 uint64_t fkPush(fkStream* s, fkOp* op) {
+  if (fkHangNext) {
+    op->hang = 1;
+    fkHangNext = 0;
+  }
   if (s->legacy) {
     pthread_mutex_lock(&fkStreamsLock);
     fkStream* list[256];
