@@ -86,6 +86,21 @@ void collIdleAdd(collIdle* w, const collNet_v2_t* net, void* netComm, short even
   w->nfds++;
 }
 
+/* The fd of net's listen comm on this communicator, or -1. A transport
+ * whose send comms have no fd of their own (ib: a completion never makes an
+ * fd writable) gives its listeners the fd that turns readable on any of its
+ * events, sends' completions included (ib.h); other transports' listen fds
+ * are readable only on an incoming connection, a harmless wake-up. */
+static int collIdleListenFd(const collIdle* w, const collNet_v2_t* net) {
+  for (int k = 0; k < COLL_NET_SLOTS; k++) {
+    int fd = -1;
+    if (w->comm->nets[k] == net && w->comm->listenComms[k] &&
+        net->getPollFd(w->comm->listenComms[k], &fd) == collSuccess && fd >= 0)
+      return fd;
+  }
+  return -1;
+}
+
 /* Sleeps on the futex word, or in poll() on the fds of what is pending (at
  * most 5 ms either way). */
 static void collIdleSleep(collIdle* w) {
@@ -101,9 +116,15 @@ static void collIdleSleep(collIdle* w) {
   int n = 0;
   for (int i = 0; i < w->nfds; i++) {
     int fd = -1;
-    if (w->nets[i]->getPollFd(w->comms[i], &fd) != collSuccess || fd < 0) continue;
+    short ev = w->fds[i].events;
+    if (w->nets[i]->getPollFd(w->comms[i], &fd) != collSuccess) continue;
+    if (fd < 0 && ev == POLLOUT) { /* a send comm without an fd: its transport's listen fd (POLLIN) */
+      fd = collIdleListenFd(w, w->nets[i]);
+      ev = POLLIN;
+    }
+    if (fd < 0) continue;
     w->fds[n].fd = fd;
-    w->fds[n].events = w->fds[i].events;
+    w->fds[n].events = ev;
     w->fds[n].revents = 0;
     n++;
   }

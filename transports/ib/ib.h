@@ -23,7 +23,8 @@
  *  - getPollFd: listen and recv comms give one fd of the process that turns
  *    readable (POLLIN) on any completion, incoming connection or async event;
  *    send comms give -1 (a completion never makes an fd writable, and the
- *    engine waits on sends with POLLOUT: the caller spins with yields);
+ *    engine waits on sends with POLLOUT) but arm their CQ: the engine then
+ *    sleeps on its listen comm's fd, the same process fd (engine/progress.c);
  *  - regMr registers host memory through the device's registration cache
  *    (COLL_IB_REG_CACHE entries; the engine keeps its own, engine/reg.h,
  *    and passes its handles to isend/irecv; a NULL mhandle registers here);
