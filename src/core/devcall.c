@@ -13,6 +13,7 @@
 #include "device/cuda_loader.h"
 #include "device/devexec.h"
 #include "device/gate.h"
+#include "engine/devpath.h"
 #include "engine/progress.h"
 #include "misc/log.h"
 #include "misc/param.h"
@@ -40,6 +41,7 @@ struct collDevComm {
   int nold;
   CUevent* pool;        /* events for issue, reused */
   int npool, cappool;
+  unsigned long long stagedCalls; /* device calls that copied data through the staging (collDevStagedCalls) */
 };
 
 struct collDevWork {
@@ -209,6 +211,7 @@ static collResult_t collDevRunPiped(collComm_t comm, struct collDevComm* d, cons
                                     size_t pieceBytes) {
   size_t es = collTypeSize(op->dtype), pe = pieceBytes / es ? pieceBytes / es : 1, pb = pe * es;
   size_t npieces = (op->count + pe - 1) / pe;
+  __atomic_add_fetch(&d->stagedCalls, 1, __ATOMIC_RELAXED);
   collResult_t r = collDevGrowStage(d, 2 * COLL_DEV_PIPE_SLOTS * pb);
   if (r != collSuccess) return collDevFail(comm, r);
   const char* send = op->sendbuff;
@@ -295,6 +298,7 @@ static collResult_t collDevRunStaged(collComm_t comm, struct collDevComm* d, con
       total += collAlign64(m->rBytes);
     }
   }
+  if (total) __atomic_add_fetch(&d->stagedCalls, 1, __ATOMIC_RELAXED);
   if (total && (r = collDevGrowStage(d, total)) != collSuccess) {
     r = collDevFail(comm, r);
     goto out;
@@ -326,6 +330,22 @@ out:
   if (maps != &one) free(maps);
   if (staged != two) free(staged);
   return r;
+}
+
+/* One collective device-resident where it can be (engine/devpath.h), else
+ * staged. */
+static collResult_t collDevRunOps(collComm_t comm, struct collDevComm* d, const collOp* ops, int nops) {
+  if (nops == 1 && collDevPathWanted(comm, &ops[0])) {
+    int ran = 0;
+    collResult_t r = collDevPathRun(comm, &ops[0], &ran);
+    if (r != collSuccess || ran) return r;
+  }
+  return collDevRunStaged(comm, d, ops, nops);
+}
+
+unsigned long long collDevStagedCalls(collComm_t comm) {
+  struct collDevComm* d = comm->dev;
+  return d ? __atomic_load_n(&d->stagedCalls, __ATOMIC_RELAXED) : 0;
 }
 
 /* ---- events of the user's streams ------------------------------------------ */
@@ -458,7 +478,7 @@ collResult_t collDevWorkRun(collComm_t comm, collDevWork* w, const collOp* ops, 
     for (int i = 0; i < w->nev && r == collSuccess; i++) r = collDevWaitEvent(comm, w->ev[i], ops[0].timeoutSec);
     if (r != collSuccess) r = collDevFail(comm, r);
     else if (collDevOpsOnDevice(ops, nops) && (r = collDevReady(d)) != collSuccess) r = collDevFail(comm, r);
-    else if (collDevOpsOnDevice(ops, nops)) r = collDevRunStaged(comm, d, ops, nops);
+    else if (collDevOpsOnDevice(ops, nops)) r = collDevRunOps(comm, d, ops, nops);
     else r = collEngineRun(comm, ops, nops);
   }
   if (!w->failed) collDevLeave(saved);
@@ -498,7 +518,7 @@ collResult_t collDevRunBlocking(collComm_t comm, const collOp* ops, int nops) {
   CUresult cr = COLL_CU(cuStreamSynchronize)(NULL) /* NULL: legacy */;
   if (cr != CUDA_SUCCESS)
     r = collCudaError(cr, "CUDA: waiting for the legacy default stream before a blocking call failed");
-  else r = collDevRunStaged(comm, d, ops, nops);
+  else r = collDevRunOps(comm, d, ops, nops);
   collDevLeave(saved);
   return r;
 }
@@ -593,6 +613,11 @@ collResult_t collDevSyncLegacy(collComm_t comm, const collOp* ops, int nops) {
 collResult_t collDevRunBlocking(collComm_t comm, const collOp* ops, int nops) {
   (void)comm, (void)ops, (void)nops;
   return collCudaLoad();
+}
+
+unsigned long long collDevStagedCalls(collComm_t comm) {
+  (void)comm;
+  return 0;
 }
 
 void collDevCommFree(collComm_t comm) {
