@@ -150,6 +150,7 @@ struct collComm {
   int threadStarted, stopping;
   pthread_t progress;
   struct collDevComm* dev; /* the GPU this comm is bound to and its staging (core/devcall.c); NULL: none yet */
+  struct collDevPath* devPath; /* device-resident path: p2p connections, stream (engine/devpath.c); NULL: none yet */
 };
 
 struct collStream {

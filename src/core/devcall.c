@@ -13,6 +13,7 @@
 #include "device/cuda_loader.h"
 #include "device/devexec.h"
 #include "device/gate.h"
+#include "engine/devpath.h"
 #include "engine/progress.h"
 #include "misc/log.h"
 #include "misc/param.h"
@@ -42,6 +43,7 @@ struct collDevComm {
   int npool, cappool;
   int wedged;           /* a wait on coll's CUDA work gave up (timeout, abort): its pinned memory is never freed,
                            since cuMemFreeHost would wait for the device */
+  unsigned long long stagedCalls; /* device calls that copied data through the staging (collDevStagedCalls) */
 };
 
 struct collDevWork {
@@ -293,6 +295,7 @@ static collResult_t collDevRunPiped(collComm_t comm, struct collDevComm* d, cons
                                     size_t pieceBytes) {
   size_t es = collTypeSize(op->dtype), pe = pieceBytes / es ? pieceBytes / es : 1, pb = pe * es;
   size_t npieces = (op->count + pe - 1) / pe;
+  __atomic_add_fetch(&d->stagedCalls, 1, __ATOMIC_RELAXED);
   collResult_t r = collDevGrowStage(d, 2 * COLL_DEV_PIPE_SLOTS * pb);
   if (r != collSuccess) return collDevFail(comm, r);
   collDevLimit lim = collDevLimitOf(op->timeoutSec);
@@ -379,6 +382,7 @@ static collResult_t collDevRunStaged(collComm_t comm, struct collDevComm* d, con
       total += collAlign64(m->rBytes);
     }
   }
+  if (total) __atomic_add_fetch(&d->stagedCalls, 1, __ATOMIC_RELAXED);
   if (total && (r = collDevGrowStage(d, total)) != collSuccess) {
     r = collDevFail(comm, r);
     goto out;
@@ -410,6 +414,22 @@ out:
   if (maps != &one) free(maps);
   if (staged != two) free(staged);
   return r;
+}
+
+/* One collective device-resident where it can be (engine/devpath.h), else
+ * staged. */
+static collResult_t collDevRunOps(collComm_t comm, struct collDevComm* d, const collOp* ops, int nops) {
+  if (nops == 1 && collDevPathWanted(comm, &ops[0])) {
+    int ran = 0;
+    collResult_t r = collDevPathRun(comm, &ops[0], &ran);
+    if (r != collSuccess || ran) return r;
+  }
+  return collDevRunStaged(comm, d, ops, nops);
+}
+
+unsigned long long collDevStagedCalls(collComm_t comm) {
+  struct collDevComm* d = comm->dev;
+  return d ? __atomic_load_n(&d->stagedCalls, __ATOMIC_RELAXED) : 0;
 }
 
 static void collDevPoolPut(struct collDevComm* d, CUevent ev) {
@@ -517,7 +537,7 @@ collResult_t collDevWorkRun(collComm_t comm, collDevWork* w, const collOp* ops, 
       r = collDevWaitDone(comm, d, 1, w->ev[i], lim, "the work enqueued before this call on its CUDA stream");
     if (r != collSuccess) r = collDevFail(comm, r);
     else if (collDevOpsOnDevice(ops, nops) && (r = collDevReady(d)) != collSuccess) r = collDevFail(comm, r);
-    else if (collDevOpsOnDevice(ops, nops)) r = collDevRunStaged(comm, d, ops, nops);
+    else if (collDevOpsOnDevice(ops, nops)) r = collDevRunOps(comm, d, ops, nops);
     else r = collEngineRun(comm, ops, nops);
   }
   if (!w->failed) collDevLeave(saved);
@@ -556,7 +576,7 @@ collResult_t collDevRunBlocking(collComm_t comm, const collOp* ops, int nops) {
   r = collDevWaitDone(comm, d, 0, NULL /* the legacy default stream */, collDevLimitOf(ops[0].timeoutSec),
                       "the work enqueued before this call on the legacy default stream");
   if (r != collSuccess) r = collDevFail(comm, r); /* as a wait of the engine: a timeout fails the communicator */
-  else r = collDevRunStaged(comm, d, ops, nops);
+  else r = collDevRunOps(comm, d, ops, nops);
   collDevLeave(saved);
   return r;
 }
@@ -657,6 +677,11 @@ collResult_t collDevSyncLegacy(collComm_t comm, const collOp* ops, int nops) {
 collResult_t collDevRunBlocking(collComm_t comm, const collOp* ops, int nops) {
   (void)comm, (void)ops, (void)nops;
   return collCudaLoad();
+}
+
+unsigned long long collDevStagedCalls(collComm_t comm) {
+  (void)comm;
+  return 0;
 }
 
 void collDevCommFree(collComm_t comm) {

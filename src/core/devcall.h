@@ -1,7 +1,9 @@
 /*
  * devcall.h - calls on CUDA device buffers and on CUDA streams (issue 16).
  *
- * The staged path: the thread that runs a call (the progress thread, or
+ * A single collective that engine/devpath.h can run device-resident (one
+ * node: GPU kernels and p2p connections) runs so, with the gate and events
+ * below unchanged. The rest takes the staged path: the thread that runs a call (the progress thread, or
  * the caller for stream NULL) copies the device inputs into pinned host
  * memory (cuMemHostAlloc, one buffer per communicator, grown as needed and
  * reused), runs the call with the host executor on the communicator's
@@ -71,6 +73,11 @@ collResult_t collDevRunBlocking(collComm_t comm, const collOp* ops, int nops);
  * group over several communicators, whose device calls then run on
  * private coll streams. Errors: those of the CUDA call. */
 collResult_t collDevSyncLegacy(collComm_t comm, const collOp* ops, int nops);
+
+/* Device calls of comm that copied data through pinned host staging so far
+ * (the others ran device-resident, engine/devpath.h, or moved no data).
+ * Any thread. */
+unsigned long long collDevStagedCalls(collComm_t comm);
 
 /* Frees comm's device state (after its progress thread stopped). */
 void collDevCommFree(collComm_t comm);

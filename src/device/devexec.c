@@ -202,6 +202,21 @@ void collDevFree(void* p) {
   if (p && collCudaLoadQuiet() == collSuccess) COLL_CU(cuMemFree)((CUdeviceptr)(uintptr_t)p);
 }
 
+int collDevStreamIdle(void* stream) {
+  CUresult cr = COLL_CU(cuStreamQuery)((CUstream)stream);
+  if (cr == CUDA_SUCCESS) return 1;
+  if (cr == CUDA_ERROR_NOT_READY) return 0;
+  collCudaError(cr, "CUDA: a copy or reduction kernel of this call failed (cuStreamQuery)");
+  return -1;
+}
+
+collResult_t collDevStreamSync(void* stream) {
+  CUresult cr = COLL_CU(cuStreamSynchronize)((CUstream)stream);
+  return cr == CUDA_SUCCESS ? collSuccess
+                            : collCudaError(cr, "CUDA: a copy or reduction kernel of this call failed "
+                                                "(cuStreamSynchronize)");
+}
+
 #else /* !COLL_HAVE_CUDA: every entry point says why */
 
 int collDevCount(void) { return 0; }
@@ -232,4 +247,13 @@ collResult_t collDevAlloc(void** p, size_t bytes) {
   return collCudaLoad();
 }
 void collDevFree(void* p) { (void)p; }
+int collDevStreamIdle(void* stream) {
+  (void)stream;
+  collCudaLoad();
+  return -1;
+}
+collResult_t collDevStreamSync(void* stream) {
+  (void)stream;
+  return collCudaLoad();
+}
 #endif

@@ -57,6 +57,14 @@ collResult_t collDevAlloc(void** p, size_t bytes);
 /* Frees what collDevAlloc returned (NULL: nothing). */
 void collDevFree(void* p);
 
+/* 1 when every operation enqueued on stream finished, 0 while some run,
+ * -1 when one failed (error set: collSystemError naming the CUDA error).
+ * Never waits. */
+int collDevStreamIdle(void* stream);
+/* Waits for stream's operations. Errors: collSystemError naming the CUDA
+ * error of a failed one. */
+collResult_t collDevStreamSync(void* stream);
+
 /* Blocks per grid the kernels use for `bytes` of output on the current
  * device: enough 512-thread blocks for one 16-byte pack per thread, at most
  * 4 per multiprocessor (full occupancy; each thread then loops). For tests

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "engine/blame.h"
+#include "engine/devpath.h"
 #include "engine/engine.h"
 #include "engine/exec.h"
 #include "engine/mailbox.h"
@@ -140,7 +141,15 @@ static collResult_t collConnFailError(collComm_t comm, int peer, int channel, co
 }
 
 collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** out) {
-  collConn* c = &comm->conns[channel * comm->nranks + peer];
+  return collEngineSendConnSet(comm, NULL, peer, channel, out);
+}
+
+collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** out) {
+  return collEngineRecvConnSet(comm, NULL, peer, channel, out);
+}
+
+collResult_t collEngineSendConnSet(collComm_t comm, const collConnSet* set, int peer, int channel, void** out) {
+  collConn* c = &(set ? set->conns : comm->conns)[channel * comm->nranks + peer];
   if (c->sendComm) { *out = c->sendComm; return collSuccess; }
   if (comm->abortFlag) return collConnAborted(comm, peer);
   char why[96];
@@ -149,10 +158,12 @@ collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** o
   double deadline = collConnDeadline(comm);
   double refusedUntil = collTimeNow() + (double)collParamInt(COLL_PARAM_CONNECT_RETRY_MS) * 1e-3;
   double nextCheck = collTimeNow() + 0.1;
-  const collNet_v2_t* net = collPeerNet(comm, peer);
+  const collNet_v2_t* net = set ? set->net : collPeerNet(comm, peer);
+  int dev = set ? set->dev : comm->netDev[comm->peerKind[peer]];
+  const char* handle = set ? set->handles + (size_t)peer * COLL_NET_HANDLE_BYTES : collPeerHandle(comm, peer);
   void* sc = NULL;
   for (;;) {
-    collResult_t r = net->connect(comm->netDev[comm->peerKind[peer]], collPeerHandle(comm, peer), &sc);
+    collResult_t r = net->connect(dev, handle, &sc);
     if (r != collSuccess) return collConnFailError(comm, peer, channel, r);
     if (sc) break;
     /* not yet (the peer does not accept): never past a failure, a gone peer or a deadline */
@@ -195,22 +206,24 @@ collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** o
   return collSuccess;
 }
 
-collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** out) {
-  collConn* want = &comm->conns[channel * comm->nranks + peer];
+collResult_t collEngineRecvConnSet(collComm_t comm, const collConnSet* set, int peer, int channel, void** out) {
+  collConn* conns = set ? set->conns : comm->conns;
+  collConn* want = &conns[channel * comm->nranks + peer];
   if (want->recvComm) {
     *out = want->recvComm;
     return collSuccess;
   }
   int kind = comm->peerKind[peer];
-  if (comm->abortFlag || !comm->listenComms[kind]) return collConnAborted(comm, peer);
+  void* listen = set ? set->listen : comm->listenComms[kind];
+  if (comm->abortFlag || !listen) return collConnAborted(comm, peer);
   double deadline = collConnDeadline(comm);
-  const collNet_v2_t* net = comm->nets[kind];
+  const collNet_v2_t* net = set ? set->net : comm->nets[kind];
   double nextCheck = collTimeNow() + 0.1;
   int goneSeen = 0;
   char why[96];
   while (!want->recvComm) {
     void* rc = NULL;
-    collResult_t r = net->accept(comm->listenComms[kind], &rc);
+    collResult_t r = net->accept(listen, &rc);
     if (r != collSuccess)
       return collSetError(r, "rank %d: accepting a connection (waiting for rank %d, channel %d) failed: %s",
                           comm->rank, peer, channel, collLastErrorMessage());
@@ -220,9 +233,11 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
     }
     if (!rc) {
       int fd = -1;
-      if (net->getPollFd(comm->listenComms[kind], &fd) == collSuccess && fd >= 0) {
+      if (net->getPollFd(listen, &fd) == collSuccess && fd >= 0) {
         struct pollfd pfd = {fd, POLLIN, 0};
         poll(&pfd, 1, 10);
+      } else {
+        poll(NULL, 0, 1); /* nothing to poll (p2p): look again soon */
       }
       if (collTimeNow() > nextCheck) {
         nextCheck = collTimeNow() + 0.1;
@@ -255,16 +270,21 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
     size_t sz = 0;
     while (!req && r == collSuccess) r = net->irecv(rc, &h, sizeof h, 0, NULL, &req);
     if (r == collSuccess) r = collConnWait(comm, net, req, &sz, collTimeNow() + 10.0);
+    if (r != collSuccess && set) { /* a second set's peers are this job's own ranks: its failure (a GPU copy) fails the call */
+      net->closeRecv(rc);
+      return collSetError(r, "rank %d: receiving the hello of a %s connection (waiting for rank %d, channel %d) "
+                          "failed: %s", comm->rank, net->name, peer, channel, collLastErrorMessage());
+    }
     int hr = -1, hc = -1;
     if (r != collSuccess ||
         !collConnHelloValid(&h, sz, comm->boot.secret, comm->nranks, comm->maxChannels, &hr, &hc) ||
-        comm->peerKind[hr] != kind || comm->conns[hc * comm->nranks + hr].recvComm) {
+        (!set && comm->peerKind[hr] != kind) || conns[hc * comm->nranks + hr].recvComm) {
       COLL_WARN(COLL_SUB_NET, "rank %d: dropped an incoming %s connection with a bad hello", comm->rank, net->name);
       net->closeRecv(rc);
       collClearError();
       continue;
     }
-    comm->conns[hc * comm->nranks + hr].recvComm = rc;
+    conns[hc * comm->nranks + hr].recvComm = rc;
     COLL_TRACE(COLL_SUB_NET, "rank %d <- %d channel %d accepted", comm->rank, hr, hc);
   }
   *out = want->recvComm;
@@ -282,6 +302,7 @@ static void collConnClose(collComm_t comm, int peer, collResult_t (*fn)(void*), 
 void collEngineCloseConnsWhy(collComm_t comm, char* why, size_t whySize) {
   collMailboxMarkFailed(comm);
   collEngineRegFree(comm); /* deregistration goes through the connections */
+  collDevPathClose(comm);
   if (!comm->conns || !comm->peerKind) return;
   for (int i = 0; i < comm->maxChannels * comm->nranks; i++) {
     int peer = i % comm->nranks;
@@ -304,6 +325,7 @@ void collEngineCloseConns(collComm_t comm) { collEngineCloseConnsWhy(comm, NULL,
 
 void collEngineFree(collComm_t comm) {
   collEngineCloseConns(comm);
+  collDevPathFree(comm); /* before the channels: it frees their GPU memory with the GPU current */
   free(comm->conns);
   comm->conns = NULL;
   if (comm->channels) {

@@ -26,6 +26,7 @@
 
 #include "algorithms/algorithms.h"
 #include "algorithms/patterns/renumber.h"
+#include "engine/devpath.h"
 #include "engine/exec.h"
 #include "engine/mailbox.h"
 #include "engine/progress.h"
@@ -50,6 +51,8 @@ typedef struct {
   const collOp* op;
   const collAlgo* algo;
   collExecutor ex; /* runs the local steps, by the buffers' memory type */
+  const collConnSet* set; /* device buffers: the p2p connections (devpath.h); NULL: comm->conns */
+  collConn* conns;        /* set->conns or comm->conns */
   size_t esize, blockCount, sliceElems, nslices;
   size_t stride[2]; /* per collBufId SEND, RECV */
   char* base[2];
@@ -132,7 +135,7 @@ static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, co
   void* unused;
   for (int i = 0; i < s->nsteps; i++) /* empty steps are no-ops on both sides: no connection */
     if (s->steps[i].kind == COLL_STEP_SEND && s->steps[i].src.count > 0 &&
-        (r = collEngineSendConn(comm, s->steps[i].peer, c, &unused)))
+        (r = collEngineSendConnSet(comm, x->set, s->steps[i].peer, c, &unused)))
       return r;
   return collSuccess;
 }
@@ -176,24 +179,27 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
     }
     size_t n = step->kind == COLL_STEP_SEND ? step->src.count : step->dst.count;
     size_t bytes = n * x->esize;
-    collConn* conn = step->peer >= 0 ? &comm->conns[c * comm->nranks + step->peer] : NULL;
-    const collNet_v2_t* net = step->peer >= 0 ? collPeerNet(comm, step->peer) : NULL;
+    collConn* conn = step->peer >= 0 ? &x->conns[c * comm->nranks + step->peer] : NULL;
+    const collNet_v2_t* net = step->peer < 0 ? NULL : x->set ? x->set->net : collPeerNet(comm, step->peer);
     if (st[i].state == 0) {
       collResult_t r = collSuccess;
       void* unused;
       if (n == 0) {
         st[i].state = 2;
-      } else if (pass && !conn->recvComm && (r = collEngineRecvConn(comm, step->peer, c, &unused)) != collSuccess) {
+      } else if (pass && !conn->recvComm &&
+                 (r = collEngineRecvConnSet(comm, x->set, step->peer, c, &unused)) != collSuccess) {
         *err = r;
         return 1;
       } else if (step->kind == COLL_STEP_SEND) {
         char* p = collRegionPtr(x, ch, run, &step->src);
         r = net->isend(conn->sendComm, p, bytes, x->tag,
-                       collEngineReg(comm, step->peer, conn->sendComm, p, bytes, &st[i].reg), &st[i].req);
+                       x->set ? NULL : collEngineReg(comm, step->peer, conn->sendComm, p, bytes, &st[i].reg),
+                       &st[i].req);
       } else if (step->kind == COLL_STEP_RECV || step->kind == COLL_STEP_RECV_REDUCE) {
         char* p = step->kind == COLL_STEP_RECV ? collRegionPtr(x, ch, run, &step->dst) : ch->staging + st[i].stagingOff;
         r = net->irecv(conn->recvComm, p, bytes, x->tag,
-                       collEngineReg(comm, step->peer, conn->recvComm, p, bytes, &st[i].reg), &st[i].req);
+                       x->set ? NULL : collEngineReg(comm, step->peer, conn->recvComm, p, bytes, &st[i].reg),
+                       &st[i].req);
       } else if (step->kind == COLL_STEP_COPY) {
         r = collExecCopy(&x->ex, collRegionPtr(x, ch, run, &step->dst), collRegionPtr(x, ch, run, &step->src), bytes);
         st[i].state = 2;
@@ -265,6 +271,14 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
                   step->kind == COLL_STEP_SEND ? POLLOUT : POLLIN);
     }
   }
+  if (!pending && x->ex.mem != COLL_MEM_HOST) { /* the phase's local steps run on the GPU: done when they are */
+    int idleNow = collExecIdle(&x->ex);
+    if (idleNow < 0) {
+      *err = collSetError(collSystemError, "rank %d: %s", comm->rank, collLastErrorMessage());
+      return 1;
+    }
+    pending = !idleNow;
+  }
   if (!pending) {
     progressed = 1;
     if (++run->phase >= s->nphases) {
@@ -300,7 +314,12 @@ static collResult_t collRunSched(collComm_t comm, const collOp* op, const collOp
   collResult_t tr = collTunerChoose(comm, op->fn, op->count, op->dtype, op->algo, &tune);
   if (tr != collSuccess) return tr;
   x.algo = tune.algo;
-  if ((tr = collExecInit(&x.ex, &op->mem, NULL, op->dtype, op->op)) != collSuccess) return collEngineFail(comm, tr);
+  void* stream = NULL;
+  if (op->mem.kind != COLL_MEM_HOST && (tr = collDevPathFor(comm, &x.set, &stream)) != collSuccess)
+    return collEngineFail(comm, tr);
+  x.conns = x.set ? x.set->conns : comm->conns;
+  if ((tr = collExecInit(&x.ex, &op->mem, stream, op->dtype, op->op)) != collSuccess) return collEngineFail(comm, tr);
+  if (comm->devPath) x.ex.keep = collDevPathKeep(comm); /* a device call ran: its buffers may be replaced */
   x.base[COLL_BUF_SEND] = (char*)op->sendbuff;
   x.base[COLL_BUF_RECV] = op->recvbuff;
   size_t rankOff = (size_t)comm->rank * op->count * x.esize;
@@ -347,6 +366,8 @@ static collResult_t collRunSched(collComm_t comm, const collOp* op, const collOp
   if (op->op == collAvg && hasResult &&
       (err = collExecAvgFinish(&x.ex, op->recvbuff, op->count, comm->nranks)) != collSuccess)
     return collEngineFail(comm, err);
+  if (x.ex.mem != COLL_MEM_HOST && (err = collExecSync(&x.ex)) != collSuccess) /* results in place on return */
+    return collEngineFail(comm, collSetError(err, "rank %d: %s", comm->rank, collLastErrorMessage()));
   return collSuccess;
 }
 

@@ -51,6 +51,18 @@ int collConnHelloValid(const void* buf, size_t len, uint64_t secret, int nranks,
 /* Establishes (lazily, once) the connection to `peer` on `channel`. */
 collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** sendComm);
 collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** recvComm);
+/* A second set of connections beside comm->conns, with one transport for
+ * every pair (the device path's p2p connections, engine/devpath.h). */
+typedef struct collConnSet {
+  collConn* conns;         /* [maxChannels * nranks] */
+  const collNet_v2_t* net;
+  void* listen;            /* this rank's listener of net */
+  int dev;                 /* net's device this rank listens and connects on */
+  const char* handles;     /* [nranks][COLL_NET_HANDLE_BYTES]: every rank's listen handle */
+} collConnSet;
+/* As collEngineSendConn / collEngineRecvConn on set (NULL: comm's own). */
+collResult_t collEngineSendConnSet(collComm_t comm, const collConnSet* set, int peer, int channel, void** sendComm);
+collResult_t collEngineRecvConnSet(collComm_t comm, const collConnSet* set, int peer, int channel, void** recvComm);
 /* Closes every connection and the listeners (peers waiting on this rank
  * then fail at once instead of at their timeout; connections still waiting
  * in a listener's backlog are freed). Called when the communicator fails,

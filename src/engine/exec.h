@@ -20,6 +20,14 @@
 #include "device/memtype.h"
 #include "reduce/reduce.h"
 
+/* Device buffers replaced while calls may be gated (freeing one then would
+ * synchronize the GPU, which waits for a user stream that waits for the
+ * call: a deadlock); freed with the communicator (collExecKeepFree). */
+typedef struct collExecKeep {
+  void** p;
+  int n, cap;
+} collExecKeep;
+
 typedef struct {
   int mem;                /* COLL_MEM_HOST, or COLL_MEM_DEVICE (managed memory runs as device) */
   int device;             /* CUDA ordinal, -1 on the host */
@@ -27,12 +35,14 @@ typedef struct {
   collDataType_t dtype;   /* of the reductions */
   collRedOp_t op;
   collReduceFn hostReduce; /* host: the kernel of (dtype, op), looked up once */
+  collExecKeep* keep;     /* where collExecGrow puts device buffers it replaces (NULL: freed at once) */
 } collExecutor;
 
 /* The executor for a call of type t and op on memory *mem (NULL: host),
  * device steps on stream. Host: always collSuccess. Device: makes the GPU
  * current on this thread; errors those of collDevSetCurrent. */
 collResult_t collExecInit(collExecutor* e, const collMemInfo* mem, void* stream, collDataType_t t, collRedOp_t op);
+/* (keep is NULL after collExecInit: the caller sets it.) */
 
 collResult_t collExecCopyDevice(const collExecutor* e, void* dst, const void* src, size_t bytes);
 collResult_t collExecReduceDevice(const collExecutor* e, void* dst, const void* a, const void* b, size_t n);
@@ -74,5 +84,17 @@ static inline int collExecGrowMoves(const collExecutor* e, size_t have, int bufM
 
 /* Frees a buffer of collExecGrow by its memory type. */
 void collExecFree(char* buf, int bufMem);
+
+/* Frees every buffer in keep (the GPU must not wait on a gate then). */
+void collExecKeepFree(collExecKeep* keep);
+
+/* Device: 1 when every step enqueued on the stream finished, 0 while some
+ * run, -1 when one failed (error set: collSystemError naming the CUDA
+ * error). Host: 1. */
+int collExecIdle(const collExecutor* e);
+
+/* Device: waits for the steps enqueued on the stream. Errors: as
+ * collExecIdle's. Host: collSuccess. */
+collResult_t collExecSync(const collExecutor* e);
 
 #endif

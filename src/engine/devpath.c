@@ -1,0 +1,317 @@
+/*
+ * devpath.c - the device-resident path inside a node (issue 16).
+ *
+ * Design. A collective whose buffers are device memory, on a communicator
+ * whose ranks are all on one node, runs the usual schedule (the algorithm
+ * the tuner picks, the same builders, slices and channels as on the host)
+ * with three things swapped by memory type:
+ *  - the local steps (copy, reduce, avg's division, and the reduction of a
+ *    RECV_REDUCE) go through the device executor (exec.h): kernels of
+ *    reduce_math.h enqueued on an internal non-blocking stream of the
+ *    communicator. A phase of a channel counts as done once that stream is
+ *    idle (cuStreamQuery, never a wait), so a later phase's sends read
+ *    finished data; the call waits for the stream once at its end, before
+ *    devcall.c opens the stream gate;
+ *  - scratch and the RECV_REDUCE landing areas are device memory (exec.h's
+ *    collExecGrow); a device buffer they replace is kept until the
+ *    communicator is freed, since freeing GPU memory synchronizes the GPU,
+ *    which would wait for a user stream that waits for this call's gate;
+ *  - messages go over a second set of connections, the p2p transport's
+ *    (transports/p2p: GPU rings shared as cuMem file descriptors, copies by
+ *    the copy engine), made lazily per (peer, channel) by the engine's
+ *    usual connect/accept (conn.c, collConnSet) with its deadlines,
+ *    gone-peer checks and hellos. No host staging, no pinned copies.
+ * At the first such call every rank opens a p2p listener on its GPU and
+ * the ranks all-gather (one host all-gather through the engine) what each
+ * can do: listener handle, GPU, pid, whether its GPU exports memory as
+ * file descriptors. From that every rank decides the same: the path is
+ * used when every rank has a listener, every pair of GPUs is the same GPU
+ * or has peer access, and every pair of processes is one process or both
+ * export descriptors; otherwise (and on a communicator that spans nodes)
+ * device calls stay staged (devcall.c), said once at INFO.
+ *
+ * What stays staged: float16/bfloat16 sum/prod/avg (their float32 working
+ * copy is host code), send/recv, all-to-all and groups of several calls,
+ * and every call of a communicator that spans nodes.
+ *
+ * Failures: a CUDA error of a kernel or copy, a p2p transfer that fails
+ * (the peer process died: EOF on the p2p socket within ~50 ms), a timeout
+ * or an abort fail the call through the engine (collEngineFail), which
+ * closes these connections with the host ones (collDevPathClose): ring
+ * mappings, memfds and sockets go back at once.
+ */
+#include "engine/devpath.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "device/cuda_loader.h"
+#include "device/devexec.h"
+#include "engine/progress.h"
+#include "misc/log.h"
+#include "reduce/reduce.h"
+#include "transports/p2p/p2p.h"
+
+#ifdef COLL_HAVE_CUDA
+
+struct collDevPath {
+  int state; /* first field (collDevPathWanted): 0 not decided, 1 in use, -1 unusable */
+  int device;
+  CUstream stream;
+  collConnSet set;
+  char* handles;
+  collExecKeep keep;
+  unsigned long long calls;
+};
+
+int collDevPathWanted(collComm_t comm, const collOp* op) {
+  if (op->count == 0 || op->mem.kind == COLL_MEM_HOST || comm->nnodes != 1) return 0;
+  if (comm->devPath && comm->devPath->state < 0) return 0;
+  switch (op->fn) {
+    case COLL_FN_ALLREDUCE:
+    case COLL_FN_REDUCESCATTER:
+    case COLL_FN_REDUCE:
+      /* float16/bfloat16 sum, prod, avg: a float32 working copy, host code (engine.c) */
+      return !(collTypeIsHalf(op->dtype) && (op->op == collSum || op->op == collProd || op->op == collAvg));
+    case COLL_FN_ALLGATHER:
+    case COLL_FN_BROADCAST: return 1;
+    default: return 0;
+  }
+}
+
+typedef struct {
+  int32_t ok;   /* a p2p listener is open */
+  int32_t dev;  /* CUDA ordinal of the rank's GPU */
+  int32_t pid;
+  int32_t fdOk; /* its GPU exports memory as POSIX file descriptors */
+  char handle[COLL_NET_HANDLE_BYTES];
+} collDevPathInfo;
+
+/* Every rank computes the same answer from the same table: 1, or 0 with
+ * the reason in why. */
+static int collDevPathUsable(collComm_t comm, const collDevPathInfo* all, char* why, size_t whySize) {
+  int n = comm->nranks;
+  for (int i = 0; i < n; i++)
+    if (!all[i].ok) {
+      snprintf(why, whySize, "rank %d could not open a p2p listener on its GPU", i);
+      return 0;
+    }
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++) {
+      if (all[i].pid != all[j].pid && !(all[i].fdOk && all[j].fdOk)) {
+        snprintf(why, whySize, "ranks %d and %d are different processes and GPU %d or %d cannot export memory as a "
+                 "file descriptor", i, j, all[i].dev, all[j].dev);
+        return 0;
+      }
+      if (all[i].dev == all[j].dev) continue;
+      int ab = 0, ba = 0;
+      CUdevice a, b;
+      if (COLL_CU(cuDeviceGet)(&a, all[i].dev) == CUDA_SUCCESS && COLL_CU(cuDeviceGet)(&b, all[j].dev) == CUDA_SUCCESS) {
+        COLL_CU(cuDeviceCanAccessPeer)(&ab, a, b);
+        COLL_CU(cuDeviceCanAccessPeer)(&ba, b, a);
+      }
+      if (!ab || !ba) {
+        snprintf(why, whySize, "GPUs %d (rank %d) and %d (rank %d) have no peer access", all[i].dev, i, all[j].dev, j);
+        return 0;
+      }
+    }
+  return 1;
+}
+
+static collResult_t collDevPathDecide(collComm_t comm, struct collDevPath* p, const collOp* op) {
+  CUresult cr = COLL_CU(cuStreamCreate)(&p->stream, CU_STREAM_NON_BLOCKING);
+  if (cr != CUDA_SUCCESS) {
+    p->stream = NULL;
+    return collCudaError(cr, "CUDA: creating coll's stream for the kernels of device calls (cuStreamCreate) failed");
+  }
+  size_t nconn = (size_t)comm->maxChannels * (size_t)comm->nranks;
+  p->set.conns = calloc(nconn ? nconn : 1, sizeof(collConn));
+  p->handles = calloc((size_t)comm->nranks, COLL_NET_HANDLE_BYTES);
+  if (!p->set.conns || !p->handles) return collSetError(collSystemError, "engine: out of memory for p2p connections");
+  p->set.net = &collNetP2p;
+  p->set.dev = p->device;
+  p->set.handles = p->handles;
+  if (comm->nranks == 1) { /* no peer: kernels only */
+    p->state = 1;
+    return collSuccess;
+  }
+  collDevPathInfo mine, *all = calloc((size_t)comm->nranks, sizeof *all);
+  if (!all) return collSetError(collSystemError, "engine: out of memory for the p2p handles");
+  memset(&mine, 0, sizeof mine);
+  mine.dev = p->device;
+  mine.pid = (int32_t)getpid();
+  CUdevice d;
+  int fdOk = 0;
+  if (COLL_CU(cuDeviceGet)(&d, p->device) == CUDA_SUCCESS)
+    COLL_CU(cuDeviceGetAttribute)(&fdOk, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, d);
+  mine.fdOk = fdOk != 0;
+  char why[256] = "";
+  if (collNetP2p.init(NULL) == collSuccess && collNetP2p.listen(p->device, mine.handle, &p->set.listen) == collSuccess)
+    mine.ok = 1;
+  else
+    snprintf(why, sizeof why, "%s", collLastErrorMessage());
+  collClearError();
+  collOp g;
+  memset(&g, 0, sizeof g);
+  g.fn = COLL_FN_ALLGATHER;
+  g.sendbuff = &mine;
+  g.recvbuff = all;
+  g.count = sizeof mine;
+  g.dtype = collUint8;
+  g.op = collSum;
+  g.timeoutSec = op->timeoutSec;
+  g.timeoutPerCall = op->timeoutPerCall;
+  g.mem = (collMemInfo)COLL_MEM_HOST_INFO;
+  collResult_t r = collEngineRun(comm, &g, 1);
+  if (r != collSuccess) {
+    free(all);
+    return r;
+  }
+  if (collDevPathUsable(comm, all, why, sizeof why)) {
+    for (int i = 0; i < comm->nranks; i++)
+      memcpy(p->handles + (size_t)i * COLL_NET_HANDLE_BYTES, all[i].handle, COLL_NET_HANDLE_BYTES);
+    p->state = 1;
+    COLL_INFO(COLL_SUB_NET, "rank %d: device buffers run device-resident: GPU kernels and p2p connections", comm->rank);
+  } else {
+    if (p->set.listen) collNetP2p.closeListen(p->set.listen);
+    p->set.listen = NULL;
+    p->state = -1;
+    COLL_INFO(COLL_SUB_NET, "rank %d: device buffers stay staged through pinned host memory: %s", comm->rank, why);
+  }
+  free(all);
+  return collSuccess;
+}
+
+collResult_t collDevPathRun(collComm_t comm, const collOp* op, int* ran) {
+  *ran = 0;
+  struct collDevPath* p = comm->devPath;
+  if (!p) {
+    if (!(p = calloc(1, sizeof *p)))
+      return collEngineFail(comm, collSetError(collSystemError, "engine: out of memory for the device path"));
+    p->device = op->mem.device;
+    comm->devPath = p;
+  }
+  if (p->state == 0) {
+    collResult_t r = collDevPathDecide(comm, p, op);
+    if (r != collSuccess) {
+      p->state = -1;
+      return __atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE) ? r : collEngineFail(comm, r);
+    }
+  }
+  if (p->state < 0) return collSuccess;
+  *ran = 1;
+  p->calls++;
+  return collEngineRun(comm, op, 1);
+}
+
+collResult_t collDevPathFor(collComm_t comm, const collConnSet** set, void** stream) {
+  struct collDevPath* p = comm->devPath;
+  if (!p || p->state != 1)
+    return collSetError(collInternalError, "engine: a call on device buffers reached the engine without its device "
+                        "path (it should have been staged)");
+  *set = &p->set;
+  *stream = p->stream;
+  return collSuccess;
+}
+
+collExecKeep* collDevPathKeep(collComm_t comm) { return comm->devPath ? &comm->devPath->keep : NULL; }
+
+void collDevPathClose(collComm_t comm) {
+  struct collDevPath* p = comm->devPath;
+  if (!p) return;
+  if (p->set.conns)
+    for (int i = 0; i < comm->maxChannels * comm->nranks; i++) {
+      collConn* c = &p->set.conns[i];
+      if (c->sendComm) collNetP2p.closeSend(c->sendComm);
+      if (c->recvComm) collNetP2p.closeRecv(c->recvComm);
+      c->sendComm = c->recvComm = NULL;
+    }
+  if (p->set.listen) collNetP2p.closeListen(p->set.listen);
+  p->set.listen = NULL;
+}
+
+void collDevPathFree(collComm_t comm) {
+  struct collDevPath* p = comm->devPath;
+  if (!p) return;
+  collDevPathClose(comm);
+  CUcontext saved = NULL;
+  COLL_CU(cuCtxGetCurrent)(&saved);
+  if (collDevSetCurrent(p->device) == collSuccess) {
+    if (p->stream) COLL_CU(cuStreamDestroy)(p->stream);
+    collExecKeepFree(&p->keep);
+    for (int c = 0; comm->channels && c < comm->maxChannels; c++) {
+      collChannel* ch = &comm->channels[c];
+      if (ch->scratchMem == COLL_MEM_DEVICE) {
+        collDevFree(ch->scratch);
+        ch->scratch = NULL;
+        ch->scratchBytes = 0;
+        ch->scratchMem = COLL_MEM_HOST;
+      }
+      if (ch->stagingMem == COLL_MEM_DEVICE) {
+        collDevFree(ch->staging);
+        ch->staging = NULL;
+        ch->stagingBytes = 0;
+        ch->stagingMem = COLL_MEM_HOST;
+      }
+    }
+    CUcontext now = NULL;
+    if (COLL_CU(cuCtxGetCurrent)(&now) == CUDA_SUCCESS && now != saved) COLL_CU(cuCtxSetCurrent)(saved);
+  }
+  free(p->keep.p);
+  free(p->set.conns);
+  free(p->handles);
+  free(p);
+  comm->devPath = NULL;
+}
+
+void collDevPathStats(collComm_t comm, collDevPathStats_t* st) {
+  memset(st, 0, sizeof *st);
+  struct collDevPath* p = comm->devPath;
+  if (!p) return;
+  st->state = p->state;
+  st->calls = p->calls;
+  for (int i = 0; p->set.conns && i < comm->maxChannels * comm->nranks; i++) {
+    collP2pStats s;
+    if (p->set.conns[i].sendComm) {
+      collP2pGetStats(p->set.conns[i].sendComm, &s);
+      st->p2pBytesSent += s.bytes;
+      st->p2pConns++;
+    }
+    if (p->set.conns[i].recvComm) {
+      collP2pGetStats(p->set.conns[i].recvComm, &s);
+      st->p2pBytesRecv += s.bytes;
+      st->p2pConns++;
+    }
+  }
+}
+
+#else /* built without CUDA: no device call gets here */
+
+int collDevPathWanted(collComm_t comm, const collOp* op) {
+  (void)comm, (void)op;
+  return 0;
+}
+
+collResult_t collDevPathRun(collComm_t comm, const collOp* op, int* ran) {
+  (void)comm, (void)op;
+  *ran = 0;
+  return collSuccess;
+}
+collResult_t collDevPathFor(collComm_t comm, const collConnSet** set, void** stream) {
+  (void)comm, (void)set, (void)stream;
+  return collCudaLoad();
+}
+collExecKeep* collDevPathKeep(collComm_t comm) {
+  (void)comm;
+  return NULL;
+}
+void collDevPathClose(collComm_t comm) { (void)comm; }
+void collDevPathFree(collComm_t comm) { (void)comm; }
+void collDevPathStats(collComm_t comm, collDevPathStats_t* st) {
+  (void)comm;
+  memset(st, 0, sizeof *st);
+}
+#endif
