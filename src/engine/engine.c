@@ -37,6 +37,7 @@
 #include "misc/param.h"
 #include "obs/obs.h"
 #include "reduce/reduce.h"
+#include "transports/shm/shm.h"
 #include "tuner/tuner.h"
 
 typedef struct {
@@ -44,6 +45,7 @@ typedef struct {
   void* reg; /* registration of the buffer (engine/reg.h) until done */
   size_t stagingOff;
   uint8_t state; /* 0 not posted, 1 posted, 2 done */
+  uint8_t fused; /* RECV_REDUCE the transport reduces as it reads (no staging) */
 } collStepState;
 
 /* Everything about the call that does not change between slices. */
@@ -79,6 +81,17 @@ static int collSchedArgsEqual(const collSchedArgs* p, const collSchedArgs* q) {
          p->count == q->count && p->inPlace == q->inPlace && p->rankNode == q->rankNode && p->nnodes == q->nnodes;
 }
 
+/* A RECV_REDUCE from a peer over shm, on host memory, is reduced by the
+ * transport as it reads the message (collShmIrecvReduce: from the ring's
+ * slots, or from the sender's buffer a cache-sized piece at a time), with
+ * no staging copy written and read back: per result byte the receiver reads
+ * the peer's and its own input and writes the result, 3 bytes of memory
+ * traffic where the landing copy made 5. */
+static int collStepFused(collComm_t comm, const collExec* x, const collStep* s) {
+  return s->kind == COLL_STEP_RECV_REDUCE && x->ex.mem == COLL_MEM_HOST && !x->set && s->peer >= 0 &&
+         collPeerNet(comm, s->peer) == &collNetShm;
+}
+
 /* Builds the schedule of the channel's next slice and readies its memory and
  * connections (all sends connected before any accept: no circular wait). */
 static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, collChanRun* run) {
@@ -110,12 +123,14 @@ static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, co
   }
   collStepState* st = ch->stepState; /* NULL while no schedule had a step (1 rank, in place) */
   if (s->nsteps > 0) memset(st, 0, sizeof(*st) * (size_t)s->nsteps);
-  /* RECV_REDUCE steps of one phase each get their own landing area. */
+  /* RECV_REDUCE steps of one phase each get their own landing area (none
+   * for those the transport reduces as it reads). */
   size_t need = 0;
+  for (int i = 0; i < s->nsteps; i++) st[i].fused = (uint8_t)collStepFused(comm, x, &s->steps[i]);
   for (int p = 0; p < s->nphases; p++) {
     size_t off = 0;
     for (int i = 0; i < s->nsteps; i++)
-      if (s->steps[i].phase == p && s->steps[i].kind == COLL_STEP_RECV_REDUCE) {
+      if (s->steps[i].phase == p && s->steps[i].kind == COLL_STEP_RECV_REDUCE && !st[i].fused) {
         st[i].stagingOff = off;
         off += s->steps[i].dst.count * x->esize;
       }
@@ -195,6 +210,9 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
         r = net->isend(conn->sendComm, p, bytes, x->tag,
                        x->set ? NULL : collEngineReg(comm, step->peer, conn->sendComm, p, bytes, &st[i].reg),
                        &st[i].req);
+      } else if (st[i].fused) { /* dst = message op src, reduced by shm as it reads */
+        r = collShmIrecvReduce(conn->recvComm, collRegionPtr(x, ch, run, &step->dst),
+                               collRegionPtr(x, ch, run, &step->src), bytes, x->ex.hostReduce, x->esize, &st[i].req);
       } else if (step->kind == COLL_STEP_RECV || step->kind == COLL_STEP_RECV_REDUCE) {
         char* p = step->kind == COLL_STEP_RECV ? collRegionPtr(x, ch, run, &step->dst) : ch->staging + st[i].stagingOff;
         r = net->irecv(conn->recvComm, p, bytes, x->tag,
@@ -254,7 +272,7 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
           return 1;
         }
         collObsStepDone(comm, c, i, step->peer, step->kind == COLL_STEP_SEND, bytes);
-        if (step->kind == COLL_STEP_RECV_REDUCE &&
+        if (step->kind == COLL_STEP_RECV_REDUCE && !st[i].fused &&
             (r = collExecReduce(&x->ex, collRegionPtr(x, ch, run, &step->dst), ch->staging + st[i].stagingOff,
                                 collRegionPtr(x, ch, run, &step->src), n)) != collSuccess) {
           *err = collSetError(r, "rank %d: reducing what rank %d sent failed: %s", comm->rank, step->peer,

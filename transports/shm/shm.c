@@ -90,7 +90,7 @@ static collResult_t shmDeregMr(void* comm, void* mhandle) { (void)comm; (void)mh
 static collResult_t shmIsend(void* sendComm, const void* data, size_t size, uint64_t tag, void* mhandle,
                              void** request) {
   (void)mhandle;
-  return shmPost(sendComm, 1, (void*)(uintptr_t)data, size, tag, request);
+  return shmPost(sendComm, 1, (void*)(uintptr_t)data, size, tag, NULL, NULL, 0, request);
 }
 
 /* irecv: posts a buffer of size bytes for the next message of the comm. */
@@ -98,7 +98,17 @@ static collResult_t shmIrecv(void* recvComm, void* data, size_t size, uint64_t t
                              void** request) {
   (void)mhandle;
   (void)tag;
-  return shmPost(recvComm, 0, data, size, 0, request);
+  return shmPost(recvComm, 0, data, size, 0, NULL, NULL, 0, request);
+}
+
+collResult_t collShmIrecvReduce(void* recvComm, void* dst, const void* local, size_t size, collShmReduceFn reduce,
+                                size_t esize, void** request) {
+  if (!reduce || esize == 0 || size % esize || (!local && size > 0)) {
+    if (request) *request = NULL;
+    return collSetError(collInvalidArgument, "shm irecvReduce: no reduction, element size %zu for %zu bytes, or "
+                        "no local input", esize, size);
+  }
+  return shmPost(recvComm, 0, dst, size, 0, reduce, local, esize, request);
 }
 
 /* iput: one-sided writes are not offered. */
@@ -139,6 +149,7 @@ void collShmGetStats(const void* comm, collShmStats* st) {
   if (!c) return;
   st->copyMsgs = c->copyMsgs;
   st->cmaMsgs = c->cmaMsgs;
+  st->reduceMsgs = c->reduceMsgs;
   st->cmaEnabled = c->cmaOn;
   st->peerPid = c->peerPid;
   st->cmaThreshold = c->cmaThreshold;

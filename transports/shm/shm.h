@@ -36,10 +36,33 @@ extern const collNet_v2_t collNetShm;
 #define COLL_SHM_MAX_REQUESTS 64
 #define COLL_SHM_NSLOTS 8 /* ring slots per connection (COLL_SHM_BUFFSIZE / 8 each) */
 
+/* dst[i] = a[i] op b[i] for i < n elements (reduce.h's collReduceFn). */
+typedef void (*collShmReduceFn)(void* dst, const void* a, const void* b, size_t n);
+
+/* A receive that reduces as it reads (the engine's RECV_REDUCE without a
+ * landing copy): the next message of recvComm, m, gives
+ * dst[i] = reduce(m[i], local[i]) for its size / esize elements, host
+ * memory, dst equal to local or disjoint from it. A message copied through
+ * the ring is reduced from the ring's slots; a single-copy one is read from
+ * the sender's buffer SHM_RR_PIECE (64 KiB) at a time into a bounce buffer
+ * of the comm and reduced from there while it is in the cache. So each
+ * payload byte is read once from memory and no staging copy of the whole
+ * message is written and read back. size must be a multiple of esize (the
+ * sender's message too: else collRemoteError at test). Completes, fails and
+ * retries (*request NULL) as irecv; test's *size is the message's bytes.
+ * If the connection falls back from single copy to the ring (NACK) after a
+ * first piece was reduced, the receive fails (collRemoteError: dst may be
+ * local, so it cannot be reduced twice). Errors: those of irecv, plus
+ * collInvalidArgument (reduce NULL, esize 0 or not dividing size),
+ * collSystemError (no memory for the bounce buffer). */
+collResult_t collShmIrecvReduce(void* recvComm, void* dst, const void* local, size_t size, collShmReduceFn reduce,
+                                size_t esize, void** request);
+
 /* Counters of one send or recv comm, for tests and debugging. */
 typedef struct {
   unsigned long long copyMsgs; /* messages moved through the ring */
   unsigned long long cmaMsgs;  /* messages moved by single copy (CMA) */
+  unsigned long long reduceMsgs; /* of them, those reduced as they were read (collShmIrecvReduce) */
   int cmaEnabled;              /* 0 when single copy is off or this connection fell back to copying */
   int peerPid;                 /* the other process (as seen from this one) */
   size_t cmaThreshold;         /* single copy from this size, as both ends agreed at connect (0: never) */

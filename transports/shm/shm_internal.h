@@ -87,6 +87,10 @@ typedef struct {
   uint64_t tag;  /* send: posted; recv: the sender's, once started */
   uint32_t cmaStatus; /* sender: the receiver's answer to its CMA descriptor */
   size_t cmaPosted;   /* sender: the receiver's posted size (TOOBIG answer) */
+  /* receiver of collShmIrecvReduce: data = reduce(payload, local) as read */
+  collShmReduceFn reduce; /* NULL: a plain receive */
+  const char* local;
+  size_t esize;
 } shmReq;
 
 #define SHM_TAG_COMM 0x53434f4du   /* first field of a send/recv comm */
@@ -110,15 +114,24 @@ typedef struct shmComm {
   double lastCheck; /* last peer-alive check of the socket (collTimeNow) */
   uint64_t posted, progressed;
   shmReq* slotOwner[COLL_SHM_NSLOTS]; /* sender: request awaiting the answer in that slot */
-  unsigned long long copyMsgs, cmaMsgs;
+  unsigned long long copyMsgs, cmaMsgs, reduceMsgs;
+  char* bounce;     /* receiver: SHM_RR_PIECE bytes a reducing single-copy read lands in (lazily) */
   collResult_t err;
   char errMsg[400];
   uint64_t errTag;  /* receiver: the sender's tag of a message refused as too large (reported by test) */
   shmReq reqs[COLL_SHM_MAX_REQUESTS];
 } shmComm;
 
-/* shm_ring.c: posts an isend (isSend = 1) or irecv on c; *request NULL = retry. */
-collResult_t shmPost(shmComm* c, int isSend, void* data, size_t size, uint64_t tag, void** request);
+/* A reducing single-copy receive reads the sender's buffer in pieces of
+ * this many bytes into c->bounce, which stays in the cache while the piece
+ * is reduced from it. */
+#define SHM_RR_PIECE ((size_t)64 << 10)
+
+/* shm_ring.c: posts an isend (isSend = 1) or irecv on c; *request NULL = retry.
+ * reduce (receiver only; NULL: plain): data = reduce(payload, local), esize
+ * bytes per element (collShmIrecvReduce). */
+collResult_t shmPost(shmComm* c, int isSend, void* data, size_t size, uint64_t tag, collShmReduceFn reduce,
+                     const void* local, size_t esize, void** request);
 /* shm_ring.c: test() of the table: drives c's FIFO, reports and releases request. */
 collResult_t shmTest(void* request, int* done, size_t* size, uint64_t* tag);
 /* shm_ring.c: prepares c for a poll() by the caller and returns the fd to poll

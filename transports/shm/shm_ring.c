@@ -20,6 +20,11 @@
  * fails with collRemoteError without writing; for a CMA slot it answers
  * TOOBIG (with its posted size) so the sender fails too.
  *
+ * A reducing receive (collShmIrecvReduce) is the same protocol: the
+ * receiver only combines what it reads with its local input instead of
+ * copying it, from the ring slot or, for a CMA slot, from pieces of the
+ * sender's buffer read into a cache-sized bounce buffer.
+ *
  * Requests complete in FIFO order per comm: the receiver moves only its
  * oldest unfinished request (as tcp.c); the sender walks its requests in
  * order and stops at the first that cannot move, except that one waiting for
@@ -50,6 +55,7 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -264,11 +270,38 @@ static int shmCmaRead(shmComm* c, char* dst, uint64_t addr, size_t len) {
   return shmCmaCopy(c->peerPid, dst, addr, len);
 }
 
+/* Receiver of a reducing receive: r->data = reduce(the sender's bytes at
+ * addr, r->local), read SHM_RR_PIECE at a time into c->bounce (the sender's
+ * own memory when both ends are one process). Returns 0, an errno value of
+ * the first piece (nothing written yet: the caller may answer NACK), or -1
+ * (failed: a later piece could not be read, or no bounce buffer). */
+static int shmCmaReduce(shmComm* c, shmReq* r, uint64_t addr) {
+  if (c->peerPid == (int)getpid()) {
+    if (r->len) r->reduce(r->data, (const void*)(uintptr_t)addr, r->local, r->len / r->esize);
+    return 0;
+  }
+  if (c->peerPid <= 0) return ESRCH;
+  if (!c->bounce && !(c->bounce = malloc(SHM_RR_PIECE)))
+    return shmFail(c, collSystemError, "shm: no memory for a %zu-byte bounce buffer", SHM_RR_PIECE);
+  size_t piece = SHM_RR_PIECE - SHM_RR_PIECE % r->esize;
+  for (size_t off = 0; off < r->len; off += piece) {
+    size_t n = r->len - off < piece ? r->len - off : piece;
+    int e = shmCmaCopy(c->peerPid, c->bounce, addr + off, n);
+    if (e && off == 0) return e;
+    if (e)
+      return shmFail(c, collRemoteError, "shm: reading from process %d failed during a transfer: %s", c->peerPid,
+                     strerror(e));
+    r->reduce(r->data + off, c->bounce, r->local + off, n / r->esize);
+  }
+  return 0;
+}
+
 /* Receiver: handles the CMA slot s of request r (already size-checked).
  * Returns 1 done, 0 to go on with the ring (NACK sent), -1 failed. */
 static int shmRecvCma(shmComm* c, shmReq* r, shmSlot* s, uint64_t addr) {
   char why[160];
-  int e = shmCmaRead(c, r->data, addr, r->len);
+  int e = r->reduce ? shmCmaReduce(c, r, addr) : shmCmaRead(c, r->data, addr, r->len);
+  if (e < 0) return -1;
   if (e == 0) {
     if (atomic_load(&c->hdr->sendClosed) != SHM_OPEN) /* its buffer may be gone: do not trust the bytes */
       return shmFail(c, collRemoteError, "shm: peer process %d closed the shared-memory connection during a transfer",
@@ -282,6 +315,7 @@ static int shmRecvCma(shmComm* c, shmReq* r, shmSlot* s, uint64_t addr) {
     s->status = SHM_CMA_OK;
     shmRelease(c);
     c->cmaMsgs++;
+    c->reduceMsgs += r->reduce != NULL;
     return 1;
   }
   if (e == ESRCH && c->peerPid > 0)
@@ -334,6 +368,9 @@ static int shmRecvAdvance(shmComm* c, shmReq* r) {
         return shmFail(c, collRemoteError, "shm: message from process %d: peer sent %llu bytes, receiver posted %zu",
                        c->peerPid, (unsigned long long)msgLen, r->size);
       }
+      if (r->reduce && msgLen % r->esize)
+        return shmFail(c, collRemoteError, "shm: message from process %d: %llu bytes, not whole %zu-byte elements",
+                       c->peerPid, (unsigned long long)msgLen, r->esize);
       r->len = (size_t)msgLen;
       r->off = 0;
       r->tag = tag;
@@ -350,11 +387,17 @@ static int shmRecvAdvance(shmComm* c, shmReq* r) {
     if (chunk > c->slotBytes || chunk > r->len - r->off || (chunk == 0 && r->len > 0))
       return shmFail(c, collRemoteError, "shm: corrupt ring from process %d (chunk of %llu bytes)", c->peerPid,
                      (unsigned long long)chunk);
-    if (chunk) memcpy(r->data + r->off, c->data + (c->mine % N) * c->slotBytes, (size_t)chunk);
+    const char* slot = c->data + (c->mine % N) * c->slotBytes;
+    if (r->reduce && chunk % r->esize)
+      return shmFail(c, collRemoteError, "shm: corrupt ring from process %d (chunk of %llu bytes, %zu-byte elements)",
+                     c->peerPid, (unsigned long long)chunk, r->esize);
+    if (chunk && r->reduce) r->reduce(r->data + r->off, slot, r->local + r->off, (size_t)chunk / r->esize);
+    else if (chunk) memcpy(r->data + r->off, slot, (size_t)chunk);
     r->off += (size_t)chunk;
     shmRelease(c);
     if (r->off == r->len) {
       c->copyMsgs++;
+      c->reduceMsgs += r->reduce != NULL;
       return 1;
     }
   }
@@ -375,7 +418,8 @@ static void shmProgress(shmComm* c) {
 }
 
 /* isend/irecv: queues a request on c and starts it (see shm_internal.h). */
-collResult_t shmPost(shmComm* c, int isSend, void* data, size_t size, uint64_t tag, void** request) {
+collResult_t shmPost(shmComm* c, int isSend, void* data, size_t size, uint64_t tag, collShmReduceFn reduce,
+                     const void* local, size_t esize, void** request) {
   const char* what = isSend ? "isend" : "irecv";
   if (!c || !request || (!data && size > 0))
     return collSetError(collInvalidArgument, "shm %s: NULL comm, request or buffer", what);
@@ -387,8 +431,9 @@ collResult_t shmPost(shmComm* c, int isSend, void* data, size_t size, uint64_t t
   if (c->err != collSuccess) return collSetError(c->err, "%s", c->errMsg);
   shmReq* r = &c->reqs[c->posted % COLL_SHM_MAX_REQUESTS];
   if (r->state != SHM_REQ_FREE) return collSuccess; /* pool exhausted: retry */
+  if (reduce && isSend) return collSetError(collInvalidUsage, "shm: a reducing receive on a send comm");
   *r = (shmReq){.comm = c, .state = SHM_REQ_ACTIVE, .data = data, .size = size, .len = isSend ? size : 0,
-                .tag = isSend ? tag : 0};
+                .tag = isSend ? tag : 0, .reduce = reduce, .local = local, .esize = esize};
   c->posted++;
   shmProgress(c); /* eager start; failures surface in test */
   *request = r;

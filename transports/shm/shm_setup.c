@@ -478,6 +478,7 @@ collResult_t shmCloseComm(void* comm) {
   close(c->sock);
   close(c->dataFd);
   close(c->spaceFd);
+  free(c->bounce);
   free(c);
   if (why[0]) return collSetError(collRemoteError, "%s", why);
   return collSuccess;
