@@ -51,6 +51,7 @@
 #include "device/cuda_loader.h"
 #include "device/devexec.h"
 #include "engine/progress.h"
+#include "misc/param.h"
 #include "misc/log.h"
 #include "reduce/reduce.h"
 #include "transports/p2p/p2p.h"
@@ -69,6 +70,7 @@ struct collDevPath {
 
 int collDevPathWanted(collComm_t comm, const collOp* op) {
   if (op->count == 0 || op->mem.kind == COLL_MEM_HOST || comm->nnodes != 1) return 0;
+  if (collParamInt(COLL_PARAM_P2P_DISABLE)) return 0;
   if (comm->devPath && comm->devPath->state < 0) return 0;
   switch (op->fn) {
     case COLL_FN_ALLREDUCE:
