@@ -55,6 +55,22 @@ struct collDevWork {
   CUevent ev[];         /* recorded at issue on each CUDA stream */
 };
 
+/* Memory of a wedged device that coll can never free (a stream of the GPU may
+ * still read it): kept reachable here, so that leak checkers see it is
+ * held on purpose. */
+static void collDevKeepForever(void* p) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static void** kept;
+  static size_t n, cap;
+  pthread_mutex_lock(&lock);
+  if (n == cap) {
+    void** k = realloc(kept, (cap ? 2 * cap : 8) * sizeof *k);
+    if (k) kept = k, cap = cap ? 2 * cap : 8;
+  }
+  if (n < cap) kept[n++] = p;
+  pthread_mutex_unlock(&lock);
+}
+
 static struct collDevComm* collDevComm(collComm_t comm) {
   pthread_mutex_lock(&collDevCreateLock);
   if (!comm->dev) {
@@ -596,6 +612,7 @@ void collDevCommFree(collComm_t comm) {
         }
         COLL_CU(cuStreamDestroy)(d->copy);
         if (!d->wedged) collDevGateDestroy(d->gate);
+        else collDevKeepForever(d->gate); /* a stream may still poll it */
       }
       if (d->wedged) { /* cuMemFreeHost synchronizes the device, which did not finish coll's work: kept */
         COLL_WARN(COLL_SUB_INIT, "CUDA: rank %d: the GPU did not finish coll's copies; %zu bytes of pinned host "
