@@ -373,6 +373,7 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
     if (r != collSuccess) return r;
     comm->nets[k] = net;
     comm->netReg[k] = (uint8_t)list.needsReg[k];
+    comm->netIrecvReduce[k] = list.irecvReduce[k];
     me->netId[k] = collNetId(net->name);
   }
   me->hasIntra = comm->nets[COLL_NET_INTRA] != NULL;

@@ -25,6 +25,13 @@
 #define COLL_NET_SLOTS 4
 enum { COLL_NET_INTRA = 0 };
 
+/* A built-in transport's receive that reduces as it reads: the next message
+ * m of recvComm gives dst[i] = reduce(m[i], local[i]) for size / esize
+ * elements of host memory (shm's collShmIrecvReduce documents the rest). */
+typedef collResult_t (*collNetIrecvReduceFn)(void* recvComm, void* dst, const void* local, size_t size,
+                                             void (*reduce)(void* dst, const void* a, const void* b, size_t n),
+                                             size_t esize, void** request);
+
 typedef struct {
   int32_t rank;
   int32_t pid;
@@ -84,6 +91,7 @@ struct collComm {
   int netDev[COLL_NET_SLOTS]; /* device of each transport this rank listens and connects on */
   int interSlot;     /* the network transport of most of this rank's pairs (its NIC: topology, tuner) */
   uint8_t netReg[COLL_NET_SLOTS]; /* the transport needs registered memory (engine/reg.h) */
+  collNetIrecvReduceFn netIrecvReduce[COLL_NET_SLOTS]; /* its receive that reduces as it reads, or NULL (net.h) */
   struct collEngineReg* reg;      /* registration caches (engine/reg.c); NULL until first needed */
   /* node layout (ranks grouped by host hash, COLL_HOSTID overrides) */
   int* rankNode;     /* [nranks]: node index, numbered by first rank */

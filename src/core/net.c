@@ -225,11 +225,14 @@ void collNetForgetIb(void) {
   pthread_mutex_unlock(&collNetLock);
 }
 
-/* Which transports of the list take registered memory from the engine. */
+/* Which transports of the list take registered memory from the engine, and
+ * which have a receive that reduces as it reads (shm). */
 static collResult_t collNetMarkReg(collNetList* l) {
-  for (int k = 0; k < COLL_NET_SLOTS; k++)
+  for (int k = 0; k < COLL_NET_SLOTS; k++) {
     l->needsReg[k] = l->nets[k] && l->nets[k] != &collNetTcp && l->nets[k] != &collNetShm &&
                      l->nets[k] != &collNetLoopback;
+    l->irecvReduce[k] = l->nets[k] == &collNetShm ? collShmIrecvReduce : NULL;
+  }
   return collSuccess;
 }
 

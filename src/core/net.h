@@ -15,6 +15,7 @@ typedef struct {
   const collNet_v2_t* nets[COLL_NET_SLOTS]; /* NULL: slot unused */
   collNetCanConnectFn canConnect[COLL_NET_SLOTS];
   int needsReg[COLL_NET_SLOTS]; /* buffers must be registered (ib, plugins; not tcp, shm, loopback) */
+  collNetIrecvReduceFn irecvReduce[COLL_NET_SLOTS]; /* receive that reduces as it reads (shm), or NULL */
   int forced; /* the network transport was named (COLL_NET / config.netName) */
 } collNetList;
 

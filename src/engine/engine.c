@@ -37,7 +37,6 @@
 #include "misc/param.h"
 #include "obs/obs.h"
 #include "reduce/reduce.h"
-#include "transports/shm/shm.h"
 #include "tuner/tuner.h"
 
 typedef struct {
@@ -81,15 +80,14 @@ static int collSchedArgsEqual(const collSchedArgs* p, const collSchedArgs* q) {
          p->count == q->count && p->inPlace == q->inPlace && p->rankNode == q->rankNode && p->nnodes == q->nnodes;
 }
 
-/* A RECV_REDUCE from a peer over shm, on host memory, is reduced by the
- * transport as it reads the message (collShmIrecvReduce: from the ring's
- * slots, or from the sender's buffer a cache-sized piece at a time), with
- * no staging copy written and read back: per result byte the receiver reads
- * the peer's and its own input and writes the result, 3 bytes of memory
- * traffic where the landing copy made 5. */
+/* A RECV_REDUCE on host memory from a peer whose transport reduces as it
+ * reads (comm->netIrecvReduce: shm, from the ring's slots or from the
+ * sender's buffer a cache-sized piece at a time) lands in no staging copy:
+ * per result byte the receiver reads the peer's and its own input and
+ * writes the result, 3 bytes of memory traffic where the landing copy made 5. */
 static int collStepFused(collComm_t comm, const collExec* x, const collStep* s) {
   return s->kind == COLL_STEP_RECV_REDUCE && x->ex.mem == COLL_MEM_HOST && !x->set && s->peer >= 0 &&
-         collPeerNet(comm, s->peer) == &collNetShm;
+         comm->netIrecvReduce[comm->peerKind[s->peer]];
 }
 
 /* Builds the schedule of the channel's next slice and readies its memory and
@@ -210,8 +208,8 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
         r = net->isend(conn->sendComm, p, bytes, x->tag,
                        x->set ? NULL : collEngineReg(comm, step->peer, conn->sendComm, p, bytes, &st[i].reg),
                        &st[i].req);
-      } else if (st[i].fused) { /* dst = message op src, reduced by shm as it reads */
-        r = collShmIrecvReduce(conn->recvComm, collRegionPtr(x, ch, run, &step->dst),
+      } else if (st[i].fused) { /* dst = message op src, reduced by the transport as it reads */
+        r = comm->netIrecvReduce[comm->peerKind[step->peer]](conn->recvComm, collRegionPtr(x, ch, run, &step->dst),
                                collRegionPtr(x, ch, run, &step->src), bytes, x->ex.hostReduce, x->esize, &st[i].req);
       } else if (step->kind == COLL_STEP_RECV || step->kind == COLL_STEP_RECV_REDUCE) {
         char* p = step->kind == COLL_STEP_RECV ? collRegionPtr(x, ch, run, &step->dst) : ch->staging + st[i].stagingOff;

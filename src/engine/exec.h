@@ -40,9 +40,9 @@ typedef struct {
 
 /* The executor for a call of type t and op on memory *mem (NULL: host),
  * device steps on stream. Host: always collSuccess. Device: makes the GPU
- * current on this thread; errors those of collDevSetCurrent. */
+ * current on this thread; errors those of collDevSetCurrent. e->keep is
+ * NULL afterwards (the caller sets it). */
 collResult_t collExecInit(collExecutor* e, const collMemInfo* mem, void* stream, collDataType_t t, collRedOp_t op);
-/* (keep is NULL after collExecInit: the caller sets it.) */
 
 collResult_t collExecCopyDevice(const collExecutor* e, void* dst, const void* src, size_t bytes);
 collResult_t collExecReduceDevice(const collExecutor* e, void* dst, const void* a, const void* b, size_t n);
