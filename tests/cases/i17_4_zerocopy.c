@@ -33,76 +33,8 @@
 #include "helper_zc.h"
 #include "reduce/reduce.h"
 
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) {                                         \
-      if (fails++ < 10) {                                  \
-        printf("rank %d/%d FAIL line %d: ", rank, nranks, __LINE__); \
-        printf(__VA_ARGS__);                               \
-        printf("\n");                                      \
-      }                                                    \
-    }                                                      \
-  } while (0)
-
-static const collDataType_t kTypes[] = {collInt8,    collUint8,   collInt32,  collUint32, collInt64,
-                                        collUint64,  collFloat16, collFloat32, collFloat64, collBfloat16};
-static const char* kTypeNames[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
-                                   "float16", "float32", "float64", "bfloat16"};
-static const collRedOp_t kOps[] = {collSum, collProd, collMax, collMin, collAvg};
-static const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};
-
-static int64_t val(collRedOp_t op, int r, size_t i, int n) {
-  if (op == collProd) return 1 + ((r + i) % 3 == 0 && r < 9);
-  if (op == collAvg) return 2 * (int64_t)((i + (size_t)r) % (size_t)n);
-  return (int64_t)((3 * (size_t)r + i) % 7);
-}
-
-static void put(collDataType_t t, void* b, size_t i, int64_t v) {
-  switch (t) {
-    case collInt8: ((int8_t*)b)[i] = (int8_t)v; break;
-    case collUint8: ((uint8_t*)b)[i] = (uint8_t)v; break;
-    case collInt32: ((int32_t*)b)[i] = (int32_t)v; break;
-    case collUint32: ((uint32_t*)b)[i] = (uint32_t)v; break;
-    case collInt64: ((int64_t*)b)[i] = v; break;
-    case collUint64: ((uint64_t*)b)[i] = (uint64_t)v; break;
-    case collFloat32: ((float*)b)[i] = (float)v; break;
-    case collFloat64: ((double*)b)[i] = (double)v; break;
-    default: { /* float16 / bfloat16: small integers are exact */
-      float f = (float)v;
-      collReduceNarrow((char*)b + 2 * i, &f, 1, t, 1);
-    }
-  }
-}
-
-static double get(collDataType_t t, const void* b, size_t i) {
-  switch (t) {
-    case collInt8: return ((const int8_t*)b)[i];
-    case collUint8: return ((const uint8_t*)b)[i];
-    case collInt32: return ((const int32_t*)b)[i];
-    case collUint32: return ((const uint32_t*)b)[i];
-    case collInt64: return (double)((const int64_t*)b)[i];
-    case collUint64: return (double)((const uint64_t*)b)[i];
-    case collFloat32: return ((const float*)b)[i];
-    case collFloat64: return ((const double*)b)[i];
-    default: {
-      float f;
-      collReduceWiden(&f, (const char*)b + 2 * i, 1, t);
-      return f;
-    }
-  }
-}
-
-static int64_t expect(collRedOp_t op, size_t i, int n) {
-  int64_t acc = val(op, 0, i, n);
-  for (int r = 1; r < n; r++) {
-    int64_t x = val(op, r, i, n);
-    if (op == collSum || op == collAvg) acc += x;
-    if (op == collProd) acc *= x;
-    if (op == collMax && x > acc) acc = x;
-    if (op == collMin && x < acc) acc = x;
-  }
-  return op == collAvg ? acc / n : acc;
-}
+#include "helper_check.h"
+#include "helper_exact.h"
 
 static int bodyExact(collComm_t comm, int rank, int nranks, void* arg) {
   (void)arg;
@@ -132,7 +64,7 @@ static int bodyExact(collComm_t comm, int rank, int nranks, void* arg) {
             collResult_t r = rs ? collReduceScatter(in, out, count, t, op, comm, NULL)
                                 : collAllReduce(in, out, count, t, op, comm, NULL);
             calls++;
-            CHECK(r == collSuccess, "%s %s %s count %zu: %s", rs ? "reduce-scatter" : "all-reduce", kTypeNames[ti],
+            CHECK_RANKED(r == collSuccess, "%s %s %s count %zu: %s", rs ? "reduce-scatter" : "all-reduce", kTypeNames[ti],
                   kOpNames[oi], count, collGetLastError(comm));
             if (r != collSuccess) return fails;
             size_t wrong = 0, first = 0;
@@ -140,18 +72,18 @@ static int bodyExact(collComm_t comm, int rank, int nranks, void* arg) {
               size_t gi = (rs ? (size_t)rank * count : 0) + i;
               if (get(t, out, i) != (double)expect(op, gi, nranks) && wrong++ == 0) first = i;
             }
-            CHECK(wrong == 0, "%s %s %s %s count %zu: %zu wrong, first [%zu] = %g, want %lld",
+            CHECK_RANKED(wrong == 0, "%s %s %s %s count %zu: %zu wrong, first [%zu] = %g, want %lld",
                   rs ? "reduce-scatter" : "all-reduce", kTypeNames[ti], kOpNames[oi],
                   inPlace ? "in place" : "out of place", count, wrong, first, get(t, out, first),
                   (long long)expect(op, (rs ? (size_t)rank * count : 0) + first, nranks));
             if (!rs && !inPlace) { /* nothing written past the result */
               size_t past = 0;
               for (size_t k = count * es; k < maxBytes; k++) past += (unsigned char)recv[k] != 0xee;
-              CHECK(past == 0, "all-reduce %s count %zu: %zu bytes written past the result", kTypeNames[ti], count,
+              CHECK_RANKED(past == 0, "all-reduce %s count %zu: %zu bytes written past the result", kTypeNames[ti], count,
                     past);
             }
           }
-  if (nranks > 1) CHECK(zcCalls(comm) == calls, "%llu of %llu calls ran zerocopy", (unsigned long long)zcCalls(comm),
+  if (nranks > 1) CHECK_RANKED(zcCalls(comm) == calls, "%llu of %llu calls ran zerocopy", (unsigned long long)zcCalls(comm),
                         (unsigned long long)calls);
   collMemFree(send);
   collMemFree(recv);
@@ -210,15 +142,15 @@ static int bodyBits(collComm_t comm, int rank, int nranks, void* arg) {
           collResult_t r2 = rs ? collReduceScatter(s, d, count, t, ops[oi], comm, NULL)
                                : collAllReduce(s, d, count, t, ops[oi], comm, NULL);
           uint64_t after = zcCalls(comm);
-          CHECK(r1 == collSuccess && r2 == collSuccess, "%s: %s", names[ti], collGetLastError(comm));
+          CHECK_RANKED(r1 == collSuccess && r2 == collSuccess, "%s: %s", names[ti], collGetLastError(comm));
           if (r1 != collSuccess || r2 != collSuccess) return fails;
-          CHECK(mid == before, "%s %s on malloc'd buffers ran zerocopy", names[ti], rs ? "reduce-scatter" : "all-reduce");
-          CHECK(after == mid + (mixed ? 0 : 1), "%s %s%s: zerocopy calls %llu -> %llu", names[ti],
+          CHECK_RANKED(mid == before, "%s %s on malloc'd buffers ran zerocopy", names[ti], rs ? "reduce-scatter" : "all-reduce");
+          CHECK_RANKED(after == mid + (mixed ? 0 : 1), "%s %s%s: zerocopy calls %llu -> %llu", names[ti],
                 rs ? "reduce-scatter" : "all-reduce", mixed ? " (rank 0 malloc'd)" : "", (unsigned long long)mid,
                 (unsigned long long)after);
           size_t diff = 0;
           for (size_t k = 0; k < count * es; k++) diff += mr[k] != d[k];
-          CHECK(diff == 0, "%s %s %s%s: %zu bytes differ from the malloc'd call", names[ti], oi ? "avg" : "sum",
+          CHECK_RANKED(diff == 0, "%s %s %s%s: %zu bytes differ from the malloc'd call", names[ti], oi ? "avg" : "sum",
                 rs ? "reduce-scatter" : "all-reduce", mixed ? " (rank 0 malloc'd)" : "", diff);
         }
   collMemFree(zs);

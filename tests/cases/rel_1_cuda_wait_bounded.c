@@ -37,16 +37,9 @@
 #include "coll.h"
 #include "helper_i16_dev.h"
 
+#include "helper_check.h"
+
 static int fails;
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (!(cond)) {                                \
-      fprintf(stderr, "FAILED: ");                \
-      fprintf(stderr, __VA_ARGS__);               \
-      fprintf(stderr, " (line %d)\n", __LINE__);  \
-      fails++;                                    \
-    }                                             \
-  } while (0)
 
 static double now(void) {
   struct timespec ts;

@@ -33,20 +33,12 @@
 
 #include "coll.h"
 #include "device/memtype.h"
+#include "helper_check.h"
 #include "helper_i16_dev.h"
 
 enum { N = 64 };
 
 static int fails;
-#define CHECK(cond, ...)                          \
-  do {                                            \
-    if (!(cond)) {                                \
-      fprintf(stderr, "FAILED: ");                \
-      fprintf(stderr, __VA_ARGS__);               \
-      fprintf(stderr, " (line %d)\n", __LINE__);  \
-      fails++;                                    \
-    }                                             \
-  } while (0)
 
 /* got is want with the exact message want_msg */
 static void expectErr(collResult_t got, collResult_t want, const char* wantMsg, const char* what) {
