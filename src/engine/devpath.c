@@ -246,14 +246,14 @@ void collDevPathFree(collComm_t comm) {
     collExecKeepFree(&p->keep);
     for (int c = 0; comm->channels && c < comm->maxChannels; c++) {
       collChannel* ch = &comm->channels[c];
-      if (ch->scratchMem == COLL_MEM_DEVICE) {
-        collDevFree(ch->scratch);
+      if (ch->scratchMem == COLL_MEM_DEVICE) { /* freed here, with the GPU current */
+        collExecFree(ch->scratch, ch->scratchMem);
         ch->scratch = NULL;
         ch->scratchBytes = 0;
         ch->scratchMem = COLL_MEM_HOST;
       }
       if (ch->stagingMem == COLL_MEM_DEVICE) {
-        collDevFree(ch->staging);
+        collExecFree(ch->staging, ch->stagingMem);
         ch->staging = NULL;
         ch->stagingBytes = 0;
         ch->stagingMem = COLL_MEM_HOST;
