@@ -23,8 +23,10 @@
  *    transport only carries it: it never matches or reorders by tag;
  *  - report failures with the callbacks' setError (the message reaches
  *    collGetLastError and the communicator's error) and return the code.
- * Third-party transports export `collNetPlugin_v2` (a collNet_v2_t) from a
- * shared object named by COLL_NET_PLUGIN. A plugin is a network transport:
+ * Third-party transports export `collNetPlugin_v3` (a collNet_v3_t) from a
+ * shared object named by COLL_NET_PLUGIN (a `collNetPlugin_v2`, a
+ * collNet_v2_t, still loads: coll copies it into a v3 table whose
+ * regMrDmaBuf is "not supported"). A plugin is a network transport:
  * it comes first in the list each pair of ranks picks from (before ib and
  * tcp; shm keeps the pairs inside a node) and may be asked to connect any
  * pair. coll registers the buffers it passes to a plugin's isend/irecv
@@ -32,7 +34,7 @@
  * the handles per address range, and passes them as mhandle.
  *
  * Version history: v1 had no tags, 64-byte handles, no PCI path and a bare
- * log callback.
+ * log callback. v2 had no regMrDmaBuf (and no COLL_PTR_DMABUF).
  */
 #ifndef COLL_NET_H_
 #define COLL_NET_H_
@@ -42,13 +44,18 @@
 
 #include "coll.h"
 
-#define COLL_NET_VERSION 2
+#define COLL_NET_VERSION 3
 /* bytes of a listen handle (opaque to coll, sent through the bootstrap) */
 #define COLL_NET_HANDLE_BYTES 128
 
 /* Memory types of a buffer. */
 #define COLL_PTR_HOST 0x1
 #define COLL_PTR_CUDA 0x2
+/* ptrSupport bit: the device registers GPU memory given as a dma-buf file
+ * descriptor (regMrDmaBuf; Linux dma-buf, e.g. from the CUDA driver's
+ * cuMemGetHandleForAddressRange), so the NIC reads and writes it directly.
+ * Comes with COLL_PTR_CUDA; a ptrType argument never carries it. */
+#define COLL_PTR_DMABUF 0x4
 
 typedef struct {
   char name[64];      /* device name, e.g. "lo", "eth0", "mlx5_0" */
@@ -76,9 +83,75 @@ typedef struct {
   void (*setError)(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 } collNetCallbacks_t;
 
+typedef struct collNet_v3 {
+  size_t size;      /* sizeof(collNet_v3_t) */
+  int version;      /* COLL_NET_VERSION */
+  const char* name; /* "tcp", "ib", ... */
+  collResult_t (*init)(const collNetCallbacks_t* cb);
+  collResult_t (*devices)(int* ndev);
+  collResult_t (*getProperties)(int dev, collNetProperties_t* props);
+  /* Opens a listening endpoint on dev; writes COLL_NET_HANDLE_BYTES to handle. */
+  collResult_t (*listen)(int dev, void* handle, void** listenComm);
+  /* Connects to a handle. May complete later: *sendComm stays NULL until it
+   * does, call again with the same arguments. */
+  collResult_t (*connect)(int dev, const void* handle, void** sendComm);
+  /* Accepts one pending connection; *recvComm stays NULL if none yet. */
+  collResult_t (*accept)(void* listenComm, void** recvComm);
+  collResult_t (*regMr)(void* comm, void* data, size_t size, int ptrType,
+                        void** mhandle);
+  collResult_t (*deregMr)(void* comm, void* mhandle);
+  /* Registers GPU memory the process sees at [data, data + size) (bytes)
+   * that a dma-buf exports: fd is the dma-buf, offset the byte offset of
+   * data inside it. ptrType is COLL_PTR_CUDA. The fd stays the caller's: the
+   * transport never closes it (it may dup it and close its dup once the
+   * registration holds). *mhandle is released by deregMr as regMr's is.
+   * Only for devices whose ptrSupport has COLL_PTR_DMABUF. Errors:
+   * collInvalidUsage (this transport or device does not take dma-bufs, or
+   * the user turned it off), collInvalidArgument (bad fd, range outside the
+   * dma-buf, ptrType not COLL_PTR_CUDA), collSystemError (the driver refused
+   * the registration); each with a message through setError. *mhandle is
+   * left untouched on error. */
+  collResult_t (*regMrDmaBuf)(void* comm, void* data, size_t size, int ptrType,
+                              uint64_t offset, int fd, void** mhandle);
+  /* Non-blocking send/recv of `size` bytes; *request NULL means "retry".
+   * isend's tag travels with the message. irecv's tag is what the receiver
+   * expects: a transport may use it to fail early (a sender that sees the
+   * receiver's expected tag), but need not compare. */
+  collResult_t (*isend)(void* sendComm, const void* data, size_t size,
+                        uint64_t tag, void* mhandle, void** request);
+  collResult_t (*irecv)(void* recvComm, void* data, size_t size,
+                        uint64_t tag, void* mhandle, void** request);
+  /* Makes progress; *done = 1 when finished (request freed), *size = bytes
+   * (receive: the message's length), *tag = the sender's tag (receive; the
+   * posted tag for a send). size and tag may be NULL. A receive that fails
+   * because the message is larger than posted sets *tag to the sender's tag
+   * (so the engine can name the mismatched call); other failures leave *tag
+   * untouched. */
+  collResult_t (*test)(void* request, int* done, size_t* size, uint64_t* tag);
+  /* One-sided write into a peer's registered memory (RDMA); optional. */
+  collResult_t (*iput)(void* sendComm, const void* data, size_t size,
+                       void* mhandle, unsigned long long remoteAddr,
+                       unsigned long long remoteKey, void** request);
+  /* Makes received data visible to a GPU (GPUDirect); host: no-op. */
+  collResult_t (*iflush)(void* recvComm, void* data, size_t size,
+                         void* mhandle, void** request);
+  /* A file descriptor poll() can wait on for this comm (POLLIN for recv,
+   * POLLOUT for send), or -1 if the transport has none. */
+  collResult_t (*getPollFd)(void* comm, int* fd);
+  collResult_t (*closeSend)(void* sendComm);
+  collResult_t (*closeRecv)(void* recvComm);
+  collResult_t (*closeListen)(void* listenComm);
+  collResult_t (*fini)(void);
+} collNet_v3_t;
+
+/* The table coll's core uses: the current version. */
+typedef collNet_v3_t collNet_t;
+
+/* Version 2 of the table (collNetPlugin_v2): v3 without regMrDmaBuf. Only
+ * the plugin loader and plugins still built against v2 use it. */
 typedef struct collNet_v2 {
   size_t size;      /* sizeof(collNet_v2_t) */
-  int version;      /* COLL_NET_VERSION */
+  int version;      /* 2 */
   const char* name; /* "tcp", "ib", ... */
   collResult_t (*init)(const collNetCallbacks_t* cb);
   collResult_t (*devices)(int* ndev);

@@ -87,7 +87,7 @@ static void transports(void) {
   const char* names[] = {"tcp", "loopback", "ib"};
   const char* notes[] = {"", " (ranks as threads of one process)", ""};
   for (int k = 0; k < 3; k++) {
-    const collNet_v2_t* net = NULL;
+    const collNet_t* net = NULL;
     collResult_t r = collNetGetInter(names[k], &net);
     if (r != collSuccess) {
       printf("%-9s unavailable: %s\n", names[k], collGetLastError(NULL));
@@ -102,7 +102,7 @@ static void transports(void) {
       printf("  %-12s %6.1f Gbit/s  %5.1f us  %s\n", p.name, p.speedGbps, p.latencyUs, p.pciPath[0] ? p.pciPath : "");
     }
     if (k == 0) {
-      const collNet_v2_t* shm = collNetGetIntra(net);
+      const collNet_t* shm = collNetGetIntra(net);
       printf("%-9s inside a node: %s\n", "shm", shm ? "available" : "unavailable (COLL_SHM_DISABLE or the system)");
     }
   }

@@ -357,7 +357,7 @@ static collResult_t collCommInitBody(collComm_t comm, const collBootId* id, cons
   if (!comm->peers || !comm->peerKind || !comm->rankNode) return collSetError(collSystemError, "init: out of memory");
   collPeerInfo* me = &comm->peers[comm->rank];
   for (int k = 0; k < COLL_NET_SLOTS; k++) {
-    const collNet_v2_t* net = list.nets[k];
+    const collNet_t* net = list.nets[k];
     if (!net) continue;
     comm->netDev[k] = collNetPickDev(net, comm->rank);
     r = net->listen(comm->netDev[k], me->netHandle[k], &comm->listenComms[k]);

@@ -85,7 +85,7 @@ struct collComm {
   uint64_t commHash;
   collBootstrap boot;
   collPeerInfo* peers;
-  const collNet_v2_t* nets[COLL_NET_SLOTS]; /* ordered transports; NULL: slot unused */
+  const collNet_t* nets[COLL_NET_SLOTS]; /* ordered transports; NULL: slot unused */
   void* listenComms[COLL_NET_SLOTS];
   uint8_t* peerKind; /* [nranks]: the slot of nets[] that carries traffic with each rank */
   int netDev[COLL_NET_SLOTS]; /* device of each transport this rank listens and connects on */
@@ -213,7 +213,7 @@ int collStreamIsLive(collStream_t s);
 collResult_t collStreamRegister(collComm_t comm, collStream_t s);
 void collStreamUnregister(collStream_t s);
 /* The transport that carries traffic with `peer`. */
-static inline const collNet_v2_t* collPeerNet(const struct collComm* comm, int peer) {
+static inline const collNet_t* collPeerNet(const struct collComm* comm, int peer) {
   return comm->nets[comm->peerKind[peer]];
 }
 /* The handle `peer` published for the transport of the pair (its slot of

@@ -1,12 +1,13 @@
 /* net.c - the table of transports and their one-time initialization, the
  * ordered transport list of a communicator and the choice per pair of ranks
  * (net.h), and the COLL_NET_PLUGIN loader (a shared object exporting
- * collNetPlugin_v2). */
+ * collNetPlugin_v3, or the older collNetPlugin_v2). */
 #include "core/net.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@
 #include "transports/tcp/tcp.h"
 
 /* Inter-node transports by COLL_NET / config.netName; the first is the default. */
-static const collNet_v2_t* const collInterNets[] = {&collNetTcp, &collNetLoopback,
+static const collNet_t* const collInterNets[] = {&collNetTcp, &collNetLoopback,
 #if COLL_HAVE_IB
                                                     &collNetIb,
 #endif
@@ -58,14 +59,49 @@ static const collNetCallbacks_t collNetCb = {sizeof(collNetCallbacks_t), collNet
 /* COLL_NET_PLUGIN, loaded once: 0 not tried, 1 loaded, 2 none asked for,
  * -1 failed (collPluginError says why; every later lookup fails the same). */
 static int collPluginState;
-static const collNet_v2_t* collPlugin;
+static const collNet_t* collPlugin;
+static collNet_t collPluginFromV2; /* a v2 plugin's operations in a v3 table */
 static int collPluginReady;
 static char collPluginError[700];
 
-static void collNetLoadPlugin(void) {
+/* regMrDmaBuf of a v2 plugin (the v2 ABI has none). */
+static collResult_t collPluginV2RegMrDmaBuf(void* comm, void* data, size_t size, int ptrType, uint64_t offset,
+                                            int fd, void** mhandle) {
+  (void)comm; (void)data; (void)size; (void)ptrType; (void)offset; (void)fd; (void)mhandle;
+  return collSetError(collInvalidUsage, "transport plugin \"%s\" is ABI version 2: regMrDmaBuf not supported "
+                      "(dma-buf registration needs a collNetPlugin_v3)", collPlugin ? collPlugin->name : "?");
+}
+
+/* Why the plugin's table p (version `want`, sizeof `size`) cannot be used, in
+ * why; NULL if it can. ops: the operations from init on (NULL-terminated). */
+static const char* collPluginCheck(const char* sym, int version, size_t tsize, const char* name, void* const* fns,
+                                   int want, size_t size, char* why, size_t n) {
   static const char* const ops[] = {"init", "devices", "getProperties", "listen", "connect", "accept",
-                                    "regMr", "deregMr", "isend", "irecv", "test", "iput", "iflush",
+                                    "regMr", "deregMr", "regMrDmaBuf", "isend", "irecv", "test", "iput", "iflush",
                                     "getPollFd", "closeSend", "closeRecv", "closeListen", "fini"};
+  if (version != want) { /* its size field is only meaningful in its own version */
+    snprintf(why, n, "%s is transport ABI version %d; this coll needs version %d there (%s of include/coll_net.h: "
+             "rebuild the plugin against it)", sym, version, want, sym);
+    return why;
+  }
+  if (tsize != size) {
+    snprintf(why, n, "%s declares version %d with a table of %zu bytes; version %d's table here is %zu bytes "
+             "(built against another coll_net.h?)", sym, version, tsize, want, size);
+    return why;
+  }
+  if (!name || !name[0] || strlen(name) > 32) return "has no name (or one longer than 32 characters)";
+  size_t nfns = (size - offsetof(collNet_t, init)) / sizeof(void*);
+  for (size_t k = 0, o = 0; k < nfns; k++, o++) {
+    if (want == 2 && strcmp(ops[o], "regMrDmaBuf") == 0) o++; /* v2 has none */
+    if (!fns[k]) {
+      snprintf(why, n, "has no %s operation (NULL; point it to a function returning collInvalidUsage)", ops[o]);
+      return why;
+    }
+  }
+  return NULL;
+}
+
+static void collNetLoadPlugin(void) {
   const char* path = collParamStr(COLL_SPARAM_NET_PLUGIN);
   if (!path) {
     collPluginState = 2;
@@ -77,40 +113,45 @@ static void collNetLoadPlugin(void) {
     snprintf(collPluginError, sizeof collPluginError, "COLL_NET_PLUGIN=%s cannot be loaded: %s", path, dlerror());
     return;
   }
-  const collNet_v2_t* p = dlsym(h, "collNetPlugin_v2");
+  const collNet_t* p3 = dlsym(h, "collNetPlugin_v3");
+  const collNet_v2_t* p2 = p3 ? NULL : dlsym(h, "collNetPlugin_v2");
   const char* bad = NULL;
-  char why[200];
-  if (!p) {
-    bad = "exports no collNetPlugin_v2 (include/coll_net.h)";
-  } else if (p->version != COLL_NET_VERSION) { /* its size field is only meaningful in its own version */
-    snprintf(why, sizeof why, "is transport ABI version %d; this coll needs version %d (collNetPlugin_v2 of "
-             "include/coll_net.h: rebuild the plugin against it)", p->version, COLL_NET_VERSION);
-    bad = why;
-  } else if (p->size != sizeof(collNet_v2_t)) {
-    snprintf(why, sizeof why, "declares version %d with a table of %zu bytes; version %d's table here is %zu bytes "
-             "(built against another coll_net.h?)", p->version, p->size, COLL_NET_VERSION, sizeof(collNet_v2_t));
-    bad = why;
-  } else if (!p->name || !p->name[0] || strlen(p->name) > 32) {
-    bad = "has no name (or one longer than 32 characters)";
+  char why[300];
+  if (p3) {
+    bad = collPluginCheck("collNetPlugin_v3", p3->version, p3->size, p3->name, (void* const*)&p3->init,
+                          COLL_NET_VERSION, sizeof(collNet_t), why, sizeof why);
+  } else if (p2) {
+    bad = collPluginCheck("collNetPlugin_v2", p2->version, p2->size, p2->name, (void* const*)&p2->init, 2,
+                          sizeof(collNet_v2_t), why, sizeof why);
   } else {
-    void* const* fns = (void* const*)&p->init;
-    for (size_t k = 0; k < sizeof ops / sizeof ops[0] && !bad; k++)
-      if (!fns[k]) {
-        snprintf(why, sizeof why, "has no %s operation (NULL; point it to a function returning collInvalidUsage)", ops[k]);
-        bad = why;
-      }
+    bad = "exports neither collNetPlugin_v3 nor collNetPlugin_v2 (include/coll_net.h)";
   }
   if (bad) {
     snprintf(collPluginError, sizeof collPluginError, "COLL_NET_PLUGIN=%s %s", path, bad);
     dlclose(h);
     return;
   }
-  collPlugin = p; /* the library stays loaded for the life of the process */
+  if (p2) {
+    collPluginFromV2 = (collNet_t){
+        .size = sizeof(collNet_t), .version = COLL_NET_VERSION, .name = p2->name,
+        .init = p2->init, .devices = p2->devices, .getProperties = p2->getProperties,
+        .listen = p2->listen, .connect = p2->connect, .accept = p2->accept,
+        .regMr = p2->regMr, .deregMr = p2->deregMr, .regMrDmaBuf = collPluginV2RegMrDmaBuf,
+        .isend = p2->isend, .irecv = p2->irecv, .test = p2->test,
+        .iput = p2->iput, .iflush = p2->iflush, .getPollFd = p2->getPollFd,
+        .closeSend = p2->closeSend, .closeRecv = p2->closeRecv, .closeListen = p2->closeListen,
+        .fini = p2->fini,
+    };
+    p3 = &collPluginFromV2;
+    COLL_INFO(COLL_SUB_NET, "transport plugin \"%s\" (%s) is ABI version 2 (collNetPlugin_v2): loaded without "
+              "regMrDmaBuf (dma-buf registration not supported)", p2->name, path);
+  }
+  collPlugin = p3; /* the library stays loaded for the life of the process */
   collPluginState = 1;
-  COLL_INFO(COLL_SUB_NET, "loaded transport plugin \"%s\" from %s", p->name, path);
+  COLL_INFO(COLL_SUB_NET, "loaded transport plugin \"%s\" from %s", p3->name, path);
 }
 
-collResult_t collNetGetInter(const char* name, const collNet_v2_t** out) {
+collResult_t collNetGetInter(const char* name, const collNet_t** out) {
   pthread_mutex_lock(&collNetLock);
   if (collPluginState == 0) collNetLoadPlugin();
   if (collPluginState == -1) {
@@ -144,7 +185,7 @@ collResult_t collNetGetInter(const char* name, const collNet_v2_t** out) {
   return r;
 }
 
-const collNet_v2_t* collNetGetIntra(const collNet_v2_t* inter) {
+const collNet_t* collNetGetIntra(const collNet_t* inter) {
   if (collParamInt(COLL_PARAM_SHM_DISABLE) || inter == &collNetLoopback) return NULL;
   pthread_mutex_lock(&collNetLock);
   if (collIntraState == 0) {
@@ -184,12 +225,12 @@ uint64_t collNetId(const char* name) {
  * of a failed probe is kept: no dlopen and device scan per communicator). */
 static int collIbProbe; /* 0 untried, 1 usable, -1 not */
 
-static const collNet_v2_t* collNetProbeIb(const char* carrier) {
+static const collNet_t* collNetProbeIb(const char* carrier) {
   pthread_mutex_lock(&collNetLock);
   int st = collIbProbe;
   pthread_mutex_unlock(&collNetLock);
   if (st == 0) {
-    const collNet_v2_t* ib = NULL;
+    const collNet_t* ib = NULL;
     int ndev = 0;
     int quiet = collQuietErrors(1); /* the INFO line below says it once */
     collResult_t r = collNetGetInter("ib", &ib);
@@ -238,7 +279,7 @@ static collResult_t collNetMarkReg(collNetList* l) {
 
 collResult_t collNetGetList(const char* name, collNetList* out) {
   memset(out, 0, sizeof *out);
-  const collNet_v2_t* net = NULL;
+  const collNet_t* net = NULL;
   collResult_t r = collNetGetInter(name, &net); /* the named one, or the plugin, or tcp */
   if (r != collSuccess) return r;
   int k = 1;
@@ -249,14 +290,14 @@ collResult_t collNetGetList(const char* name, collNetList* out) {
   out->canConnect[k++] = collCanAny;
   if (name) return collNetMarkReg(out);
 #if COLL_HAVE_IB
-  const collNet_v2_t* ib = collNetProbeIb(net->name);
+  const collNet_t* ib = collNetProbeIb(net->name);
   if (ib && ib != net) {
     out->nets[k] = ib;
     out->canConnect[k++] = collCanAny;
   }
 #endif
   if (net != &collNetTcp) { /* a plugin came first */
-    const collNet_v2_t* tcp = NULL;
+    const collNet_t* tcp = NULL;
     if ((r = collNetGetInter("tcp", &tcp)) != collSuccess) return r;
     if (tcp != net) {
       out->nets[k] = tcp;
@@ -285,7 +326,7 @@ int collNetPairSlot(const collNetList* list, const collPeerInfo* infos, int me, 
   return -1;
 }
 
-int collNetPickDev(const collNet_v2_t* net, int rank) {
+int collNetPickDev(const collNet_t* net, int rank) {
   enum { MAXDEV = 64 };
   int ndev = 0;
   if (net->devices(&ndev) != collSuccess || ndev <= 1) {

@@ -12,7 +12,7 @@ typedef int (*collNetCanConnectFn)(const collPeerInfo* a, const collPeerInfo* b,
 
 /* A communicator's transports in order of preference (comm.h slots). */
 typedef struct {
-  const collNet_v2_t* nets[COLL_NET_SLOTS]; /* NULL: slot unused */
+  const collNet_t* nets[COLL_NET_SLOTS]; /* NULL: slot unused */
   collNetCanConnectFn canConnect[COLL_NET_SLOTS];
   int needsReg[COLL_NET_SLOTS]; /* buffers must be registered (ib, plugins; not tcp, shm, loopback) */
   collNetIrecvReduceFn irecvReduce[COLL_NET_SLOTS]; /* receive that reduces as it reads (shm), or NULL */
@@ -46,15 +46,15 @@ int collNetPairSlot(const collNetList* list, const collPeerInfo* infos, int me, 
  * same name is then hidden. Errors: collInvalidArgument for an unknown name
  * or a plugin that cannot be loaded or fails the checks (every call then
  * fails the same way), or the transport's init error. Thread-safe. */
-collResult_t collNetGetInter(const char* name, const collNet_v2_t** out);
+collResult_t collNetGetInter(const char* name, const collNet_t** out);
 /* The intra-node transport (shared memory), initialized once, or NULL when
  * COLL_SHM_DISABLE=1, when `inter` is the in-process loopback transport
  * (then it carries everything), or when shm cannot work here (logged). */
-const collNet_v2_t* collNetGetIntra(const collNet_v2_t* inter);
+const collNet_t* collNetGetIntra(const collNet_t* inter);
 /* The device of `net` this rank listens and connects on: the one nearest
  * to the rank in the topology (collTopoPickNetDev, by the devices' PCI
  * paths) when the transport has several; logged at INFO. */
-int collNetPickDev(const collNet_v2_t* net, int rank);
+int collNetPickDev(const collNet_t* net, int rank);
 /* Fills comm->peerKind (collNetPairSlot for every rank, itself included),
  * comm->interSlot, and closes the listeners no pair uses (a port each).
  * collSystemError naming the peer when a pair has no transport. */

@@ -56,7 +56,7 @@ int collConnHelloValid(const void* buf, size_t len, uint64_t secret, int nranks,
 }
 
 /* Waits for one transport request with the comm's deadline and abort flag. */
-static collResult_t collConnWait(collComm_t comm, const collNet_v2_t* net, void* req, size_t* size,
+static collResult_t collConnWait(collComm_t comm, const collNet_t* net, void* req, size_t* size,
                                  double deadline) {
   int done = 0;
   while (!done) {
@@ -96,7 +96,7 @@ int collEnginePeerGone(collComm_t comm, int peer, char* why, size_t whySize) {
     snprintf(why, whySize, "%s", collMailboxPeerErrored(comm, peer) ? "failed" : "destroyed or aborted its communicator");
     return 1;
   }
-  const collNet_v2_t* net = collPeerNet(comm, peer);
+  const collNet_t* net = collPeerNet(comm, peer);
   for (int c = 0; c < comm->maxChannels; c++) {
     collConn* k = &comm->conns[c * comm->nranks + peer];
     void* ends[2] = {k->sendComm, k->recvComm};
@@ -158,7 +158,7 @@ collResult_t collEngineSendConnSet(collComm_t comm, const collConnSet* set, int 
   double deadline = collConnDeadline(comm);
   double refusedUntil = collTimeNow() + (double)collParamInt(COLL_PARAM_CONNECT_RETRY_MS) * 1e-3;
   double nextCheck = collTimeNow() + 0.1;
-  const collNet_v2_t* net = set ? set->net : collPeerNet(comm, peer);
+  const collNet_t* net = set ? set->net : collPeerNet(comm, peer);
   int dev = set ? set->dev : comm->netDev[comm->peerKind[peer]];
   const char* handle = set ? set->handles + (size_t)peer * COLL_NET_HANDLE_BYTES : collPeerHandle(comm, peer);
   void* sc = NULL;
@@ -217,7 +217,7 @@ collResult_t collEngineRecvConnSet(collComm_t comm, const collConnSet* set, int 
   void* listen = set ? set->listen : comm->listenComms[kind];
   if (comm->abortFlag || !listen) return collConnAborted(comm, peer);
   double deadline = collConnDeadline(comm);
-  const collNet_v2_t* net = set ? set->net : comm->nets[kind];
+  const collNet_t* net = set ? set->net : comm->nets[kind];
   double nextCheck = collTimeNow() + 0.1;
   int goneSeen = 0;
   char why[96];
@@ -306,7 +306,7 @@ void collEngineCloseConnsWhy(collComm_t comm, char* why, size_t whySize) {
   if (!comm->conns || !comm->peerKind) return;
   for (int i = 0; i < comm->maxChannels * comm->nranks; i++) {
     int peer = i % comm->nranks;
-    const collNet_v2_t* net = collPeerNet(comm, peer);
+    const collNet_t* net = collPeerNet(comm, peer);
     if (comm->conns[i].sendComm) collConnClose(comm, peer, net->closeSend, comm->conns[i].sendComm, why, whySize);
     if (comm->conns[i].recvComm) collConnClose(comm, peer, net->closeRecv, comm->conns[i].recvComm, why, whySize);
     comm->conns[i].sendComm = comm->conns[i].recvComm = NULL;

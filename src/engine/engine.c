@@ -193,7 +193,7 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
     size_t n = step->kind == COLL_STEP_SEND ? step->src.count : step->dst.count;
     size_t bytes = n * x->esize;
     collConn* conn = step->peer >= 0 ? &x->conns[c * comm->nranks + step->peer] : NULL;
-    const collNet_v2_t* net = step->peer < 0 ? NULL : x->set ? x->set->net : collPeerNet(comm, step->peer);
+    const collNet_t* net = step->peer < 0 ? NULL : x->set ? x->set->net : collPeerNet(comm, step->peer);
     if (st[i].state == 0) {
       collResult_t r = collSuccess;
       void* unused;

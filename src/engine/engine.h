@@ -55,7 +55,7 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** r
  * every pair (the device path's p2p connections, engine/devpath.h). */
 typedef struct collConnSet {
   collConn* conns;         /* [maxChannels * nranks] */
-  const collNet_v2_t* net;
+  const collNet_t* net;
   void* listen;            /* this rank's listener of net */
   int dev;                 /* net's device this rank listens and connects on */
   const char* handles;     /* [nranks][COLL_NET_HANDLE_BYTES]: every rank's listen handle */

@@ -105,7 +105,7 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
     size_t off = l->k * chunk, len = bytes - off < chunk ? bytes - off : chunk;
     collConn* conn = &comm->conns[l->channel * comm->nranks + l->peer];
     void* nc = l->isRecv ? conn->recvComm : conn->sendComm;
-    const collNet_v2_t* net = collPeerNet(comm, l->peer);
+    const collNet_t* net = collPeerNet(comm, l->peer);
     collSig sig;
     uint64_t tag = collP2pTag(comm, o, &sig), rtag = 0;
     if (!l->req) {

@@ -78,7 +78,7 @@ void collIdleFutex(collIdle* w, _Atomic uint32_t* word, uint32_t val, _Atomic in
   w->futexSleepers = sleepers;
 }
 
-void collIdleAdd(collIdle* w, const collNet_v2_t* net, void* netComm, short events) {
+void collIdleAdd(collIdle* w, const collNet_t* net, void* netComm, short events) {
   if (w->nfds >= COLL_MAX_POLLFDS) return;
   w->nets[w->nfds] = net;
   w->comms[w->nfds] = netComm;
@@ -91,7 +91,7 @@ void collIdleAdd(collIdle* w, const collNet_v2_t* net, void* netComm, short even
  * fd writable) gives its listeners the fd that turns readable on any of its
  * events, sends' completions included (ib.h); other transports' listen fds
  * are readable only on an incoming connection, a harmless wake-up. */
-static int collIdleListenFd(const collIdle* w, const collNet_v2_t* net) {
+static int collIdleListenFd(const collIdle* w, const collNet_t* net) {
   for (int k = 0; k < COLL_NET_SLOTS; k++) {
     int fd = -1;
     if (w->comm->nets[k] == net && w->comm->listenComms[k] &&

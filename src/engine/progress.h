@@ -25,7 +25,7 @@ typedef struct {
   double deadline;
   /* what the pending requests wait on; resolved to fds only before sleeping
    * (getPollFd may arm a transport's wake-up, so it is not called per spin) */
-  const collNet_v2_t* nets[COLL_MAX_POLLFDS];
+  const collNet_t* nets[COLL_MAX_POLLFDS];
   void* comms[COLL_MAX_POLLFDS];
   struct pollfd fds[COLL_MAX_POLLFDS];
   int nfds;
@@ -39,7 +39,7 @@ typedef struct {
 
 void collIdleInit(collComm_t comm, collIdle* w);
 /* Adds a transport comm's fd for POLLIN (recv) or POLLOUT (send). */
-void collIdleAdd(collIdle* w, const collNet_v2_t* net, void* netComm, short events);
+void collIdleAdd(collIdle* w, const collNet_t* net, void* netComm, short events);
 /* Sleep on a futex word instead of fds (this step only, like collIdleAdd). */
 void collIdleFutex(collIdle* w, _Atomic uint32_t* word, uint32_t val, _Atomic int32_t* sleepers);
 /* Call once per loop iteration. Returns collSuccess to continue. */

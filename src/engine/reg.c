@@ -83,7 +83,7 @@ static int regCb(void* ctx, void* addr, size_t len, int access, void** handle) {
   regCtx* x = ctx;
   regHandle* h = calloc(1, sizeof *h);
   if (!h) return ENOMEM;
-  const collNet_v2_t* net = x->comm->nets[x->slot];
+  const collNet_t* net = x->comm->nets[x->slot];
   if (net->regMr(x->tcomm, addr, len, COLL_PTR_HOST, &h->mh) != collSuccess) {
     free(h);
     return EIO;

@@ -96,7 +96,7 @@ static const collStrParamDesc collStrParams[COLL_SPARAM_COUNT] = {
     [COLL_SPARAM_FR_FILE] = {"COLL_FR_FILE", NULL, "write the flight recorder (last COLL_FR_ENTRIES operations) to this file when a communicator fails or is aborted, on COLL_FR_SIGNAL and on collCommDumpFlightRecorder (%h, %p, %r, %c)"},
     [COLL_SPARAM_IB_HCA] = {"COLL_IB_HCA", NULL, "ib: HCAs and ports to use: prefix list, ^ excludes, = exact, :port (mlx5, =mlx5_0:1,mlx5_1:1, ^mlx5_2)"},
     [COLL_SPARAM_IB_LIB] = {"COLL_IB_LIB", "libibverbs.so.1", "ib: the libibverbs library to load (dlopen) at the first communicator's init unless COLL_NET names another transport (COLL_NET=tcp: never loaded)"},
-    [COLL_SPARAM_NET_PLUGIN] = {"COLL_NET_PLUGIN", NULL, "path of a transport plugin (.so exporting collNetPlugin_v2, include/coll_net.h); it becomes the default inter-node transport"},
+    [COLL_SPARAM_NET_PLUGIN] = {"COLL_NET_PLUGIN", NULL, "path of a transport plugin (.so exporting collNetPlugin_v3, or the older collNetPlugin_v2, include/coll_net.h); it becomes the default inter-node transport"},
     [COLL_SPARAM_HALF_ACCUM] = {"COLL_HALF_ACCUM", "float", "float16/bfloat16 sum, prod and avg: float (or float32) carries partial results in float32 (on the wire too) and rounds once; native rounds at every step and pre-multiplies avg inputs by 1/nranks (NCCL's bytes and speed); case ignored, another value warns at init and is float"},
 };
 

@@ -33,7 +33,7 @@ static collResult_t collObsEnter(collComm_t comm, const char* fn) {
 
 static const char* collObsPeerLink(collComm_t comm, int p) {
   if (p == comm->rank) return "self";
-  const collNet_v2_t* net = collPeerNet(comm, p);
+  const collNet_t* net = collPeerNet(comm, p);
   return net && net->name ? net->name : "?";
 }
 

@@ -277,7 +277,7 @@ collResult_t collTopoInit(collComm_t comm) {
   collNetProperties_t props;
   memset(&props, 0, sizeof props);
   int k = comm->interSlot; /* the network transport of most of this rank's pairs */
-  const collNet_v2_t* net = k > 0 ? comm->nets[k] : NULL;
+  const collNet_t* net = k > 0 ? comm->nets[k] : NULL;
   if (net && net->getProperties(comm->netDev[k], &props) != collSuccess) memset(&props, 0, sizeof props);
   collTopoPlaceArg arg = {props.name, props.pciPath, &peers[comm->rank], NULL, t->pinWhy, sizeof t->pinWhy, ""};
   collResult_t r = collTopoWithLocal(placeFn, &arg);

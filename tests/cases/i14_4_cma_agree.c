@@ -24,7 +24,7 @@
 
 #include "transports/shm/shm.h"
 
-static const collNet_v2_t* N = &collNetShm;
+static const collNet_t* N = &collNetShm;
 static const size_t kMsgs[2] = {(1u << 20) + 3, 128u << 10};
 
 typedef struct {

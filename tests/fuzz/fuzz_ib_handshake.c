@@ -24,7 +24,7 @@
 #include "transports/ib/ib.h"
 #include "transports/ib/ib_internal.h"
 
-static const collNet_v2_t* net = &collNetIb;
+static const collNet_t* net = &collNetIb;
 static void* listenComm;
 static char handle[COLL_NET_HANDLE_BYTES];
 static ibFakeStats base;

@@ -33,7 +33,7 @@ int netCheck(const uint8_t* b, size_t n, unsigned seed) {
 
 /* ---- one connection ----------------------------------------------------- */
 
-void* netAcceptOne(const collNet_v2_t* net, void* l) {
+void* netAcceptOne(const collNet_t* net, void* l) {
   void* rc = NULL;
   for (int i = 0; i < 5000 && !rc; i++) {
     if (net->accept(l, &rc) != collSuccess) return NULL;
@@ -42,7 +42,7 @@ void* netAcceptOne(const collNet_v2_t* net, void* l) {
   return rc;
 }
 
-void netMakePair(const collNet_v2_t* net, netPair_t* p) {
+void netMakePair(const collNet_t* net, netPair_t* p) {
   char handle[COLL_NET_HANDLE_BYTES];
   assert_int_equal(net->listen(0, handle, &p->listen), collSuccess);
   assert_non_null(p->listen);
@@ -52,13 +52,13 @@ void netMakePair(const collNet_v2_t* net, netPair_t* p) {
   assert_non_null(p->recv);
 }
 
-void netClosePair(const collNet_v2_t* net, netPair_t* p) {
+void netClosePair(const collNet_t* net, netPair_t* p) {
   assert_int_equal(net->closeSend(p->send), collSuccess);
   assert_int_equal(net->closeRecv(p->recv), collSuccess);
   assert_int_equal(net->closeListen(p->listen), collSuccess);
 }
 
-collResult_t netWaitReq(const collNet_v2_t* net, void* req, size_t* size) {
+collResult_t netWaitReq(const collNet_t* net, void* req, size_t* size) {
   int done = 0;
   for (;;) {
     collResult_t r = net->test(req, &done, size, NULL);
@@ -66,7 +66,7 @@ collResult_t netWaitReq(const collNet_v2_t* net, void* req, size_t* size) {
   }
 }
 
-collResult_t netWaitPoll(const collNet_v2_t* net, void* comm, void* req, size_t* size, int isSend,
+collResult_t netWaitPoll(const collNet_t* net, void* comm, void* req, size_t* size, int isSend,
                          int* lostWakeups) {
   int done = 0;
   for (;;) {
@@ -90,7 +90,7 @@ collResult_t netWaitPoll(const collNet_v2_t* net, void* comm, void* req, size_t*
   }
 }
 
-void* netPost(const collNet_v2_t* net, void* comm, int isSend, void* buf, size_t n) {
+void* netPost(const collNet_t* net, void* comm, int isSend, void* buf, size_t n) {
   void* req = NULL;
   while (!req) {
     collResult_t r = isSend ? net->isend(comm, buf, n, 0, NULL, &req) : net->irecv(comm, buf, n, 0, NULL, &req);
@@ -99,7 +99,7 @@ void* netPost(const collNet_v2_t* net, void* comm, int isSend, void* buf, size_t
   return req;
 }
 
-void* netPostOk(const collNet_v2_t* net, void* comm, int isSend, void* buf, size_t n) {
+void* netPostOk(const collNet_t* net, void* comm, int isSend, void* buf, size_t n) {
   void* req = netPost(net, comm, isSend, buf, n);
   assert_non_null(req);
   return req;
@@ -107,7 +107,7 @@ void* netPostOk(const collNet_v2_t* net, void* comm, int isSend, void* buf, size
 
 /* ---- streams ------------------------------------------------------------ */
 
-netStream_t netStreamInit(const collNet_v2_t* net, const netStreamOpts_t* opts, void* comm, int count,
+netStream_t netStreamInit(const collNet_t* net, const netStreamOpts_t* opts, void* comm, int count,
                           const size_t* sizes, unsigned seed) {
   netStream_t s = {net, *opts, comm, count, sizes, seed, 0, 0};
   return s;
@@ -189,7 +189,7 @@ void* netRecvStream(void* arg) {
   return NULL;
 }
 
-void netRunStream(const collNet_v2_t* net, const netStreamOpts_t* opts, netPair_t* p, int count,
+void netRunStream(const collNet_t* net, const netStreamOpts_t* opts, netPair_t* p, int count,
                   const size_t* sizes, unsigned seed) {
   netStream_t tx = netStreamInit(net, opts, p->send, count, sizes, seed);
   netStream_t rx = netStreamInit(net, opts, p->recv, count, sizes, seed);
@@ -204,14 +204,14 @@ void netRunStream(const collNet_v2_t* net, const netStreamOpts_t* opts, netPair_
 
 /* ---- shared checks and test bodies -------------------------------------- */
 
-void netCheckTable(const collNet_v2_t* net, const char* name, const char* devName,
+void netCheckTable(const collNet_t* net, const char* name, const char* devName,
                    collNetProperties_t* p) {
   int ndev = 0;
   assert_int_equal(net->version, COLL_NET_VERSION);
-  assert_int_equal(net->size, sizeof(collNet_v2_t));
+  assert_int_equal(net->size, sizeof(collNet_t));
   assert_string_equal(net->name, name);
   void* const* fns = (void* const*)&net->init; /* every operation is present */
-  for (size_t i = 0; i < (sizeof(collNet_v2_t) - offsetof(collNet_v2_t, init)) / sizeof(void*); i++)
+  for (size_t i = 0; i < (sizeof(collNet_t) - offsetof(collNet_t, init)) / sizeof(void*); i++)
     assert_non_null(fns[i]);
   assert_int_equal(net->init(NULL), collSuccess);
   assert_int_equal(net->devices(&ndev), collSuccess);
@@ -225,13 +225,17 @@ void netCheckTable(const collNet_v2_t* net, const char* name, const char* devNam
   assert_int_equal(net->getProperties(1, &other), collInvalidArgument);
 }
 
-void netCheckStubs(const collNet_v2_t* net, netPair_t* q) {
+void netCheckStubs(const collNet_t* net, netPair_t* q) {
   void* mh = NULL;
   char buf[8];
   assert_int_equal(net->regMr(q->send, buf, 8, COLL_PTR_HOST, &mh), collSuccess);
   assert_non_null(mh);
   assert_int_equal(net->regMr(q->send, buf, 8, COLL_PTR_CUDA, &mh), collInvalidArgument);
   assert_int_equal(net->deregMr(q->send, mh), collSuccess);
+  void* dmh = (void*)1; /* host transports take no dma-buf; the handle stays untouched */
+  assert_int_equal(net->regMrDmaBuf(q->send, buf, 8, COLL_PTR_CUDA, 0, 0, &dmh), collInvalidUsage);
+  assert_non_null(strstr(collGetLastError(NULL), "regMrDmaBuf not supported"));
+  assert_ptr_equal(dmh, (void*)1);
   void* req = (void*)1;
   assert_int_equal(net->iput(q->send, buf, 8, mh, 0, 0, &req), collInvalidUsage);
   assert_null(req);
@@ -241,14 +245,14 @@ void netCheckStubs(const collNet_v2_t* net, netPair_t* q) {
   assert_int_equal(net->isend(q->recv, buf, 8, 0, NULL, &req), collInvalidUsage); /* wrong side */
 }
 
-void netTestManyInFlight(const collNet_v2_t* net, const netStreamOpts_t* opts) {
+void netTestManyInFlight(const collNet_t* net, const netStreamOpts_t* opts) {
   netPair_t q;
   netMakePair(net, &q);
   netRunStream(net, opts, &q, 600, NULL, 1000);
   netClosePair(net, &q);
 }
 
-void netTestTestDrivesEarlier(const collNet_v2_t* net) {
+void netTestTestDrivesEarlier(const collNet_t* net) {
   netPair_t q;
   netMakePair(net, &q);
   enum { K = 8 };
@@ -281,7 +285,7 @@ void netTestTestDrivesEarlier(const collNet_v2_t* net) {
   netClosePair(net, &q);
 }
 
-void netFillRequestPool(const collNet_v2_t* net, void* comm, void** r, int maxRequests) {
+void netFillRequestPool(const collNet_t* net, void* comm, void** r, int maxRequests) {
   for (int k = 0; k < maxRequests; k++) {
     r[k] = NULL;
     assert_int_equal(net->isend(comm, NULL, 0, 0, NULL, &r[k]), collSuccess);
@@ -292,7 +296,7 @@ void netFillRequestPool(const collNet_v2_t* net, void* comm, void** r, int maxRe
   assert_null(extra);
 }
 
-void netCheckOversize(const collNet_v2_t* net, netPair_t* q) {
+void netCheckOversize(const collNet_t* net, netPair_t* q) {
   uint8_t out[100], in[64 + 16];
   netFill(out, sizeof out, 3);
   memset(in, 0xEE, sizeof in);
@@ -308,7 +312,7 @@ void netCheckOversize(const collNet_v2_t* net, netPair_t* q) {
   assert_null(again);
 }
 
-void netTestPeerCloseSend(const collNet_v2_t* net, size_t evenSize, const char* errSubstr) {
+void netTestPeerCloseSend(const collNet_t* net, size_t evenSize, const char* errSubstr) {
   netPair_t q;
   netMakePair(net, &q);
   assert_int_equal(net->closeRecv(q.recv), collSuccess);
@@ -328,7 +332,7 @@ void netTestPeerCloseSend(const collNet_v2_t* net, size_t evenSize, const char* 
   assert_int_equal(net->closeListen(q.listen), collSuccess);
 }
 
-void netTestTags(const collNet_v2_t* net, size_t bigSize) {
+void netTestTags(const collNet_t* net, size_t bigSize) {
   netPair_t q;
   netMakePair(net, &q);
   static const uint64_t tags[] = {0, ~0ull, 0x0123456789abcdefull};

@@ -2,7 +2,7 @@
  * net_testlib.h - transport-agnostic helpers and test bodies shared by the
  * transport unit tests (test_tcp.c, test_shm.c, test_loopback.c).
  *
- * Everything takes the transport as a `const collNet_v2_t*`; helper_net.c
+ * Everything takes the transport as a `const collNet_t*`; helper_net.c
  * depends only on coll_net.h, cmocka, libc and pthreads (it is linked into
  * every unit test executable).
  *
@@ -37,22 +37,22 @@ typedef struct {
 } netPair_t;
 
 /* Accepts on l until a connection arrives (5 s at most); NULL on failure. */
-void* netAcceptOne(const collNet_v2_t* net, void* l);
+void* netAcceptOne(const collNet_t* net, void* l);
 /* listen + connect + accept within this process (asserts). */
-void netMakePair(const collNet_v2_t* net, netPair_t* p);
-void netClosePair(const collNet_v2_t* net, netPair_t* p);
+void netMakePair(const collNet_t* net, netPair_t* p);
+void netClosePair(const collNet_t* net, netPair_t* p);
 
 /* Tests req until done without sleeping; returns the final result. */
-collResult_t netWaitReq(const collNet_v2_t* net, void* req, size_t* size);
+collResult_t netWaitReq(const collNet_t* net, void* req, size_t* size);
 /* Tests req until done, sleeping in poll() on the comm's fd in between (as
  * the engine does). *lostWakeups (if not NULL) counts polls that hit their
  * 1 s timeout. */
-collResult_t netWaitPoll(const collNet_v2_t* net, void* comm, void* req, size_t* size, int isSend,
+collResult_t netWaitPoll(const collNet_t* net, void* comm, void* req, size_t* size, int isSend,
                          int* lostWakeups);
 /* Posts with retry while the pool is exhausted; NULL on an error. */
-void* netPost(const collNet_v2_t* net, void* comm, int isSend, void* buf, size_t n);
+void* netPost(const collNet_t* net, void* comm, int isSend, void* buf, size_t n);
 /* netPost that asserts success. */
-void* netPostOk(const collNet_v2_t* net, void* comm, int isSend, void* buf, size_t n);
+void* netPostOk(const collNet_t* net, void* comm, int isSend, void* buf, size_t n);
 
 /* ---- streams of messages ------------------------------------------------ */
 
@@ -62,7 +62,7 @@ typedef struct {
 } netStreamOpts_t;
 
 typedef struct {
-  const collNet_v2_t* net;
+  const collNet_t* net;
   netStreamOpts_t opts;
   void* comm;
   int count;
@@ -72,7 +72,7 @@ typedef struct {
   int lostWakeups; /* polls that ran into their timeout */
 } netStream_t;
 
-netStream_t netStreamInit(const collNet_v2_t* net, const netStreamOpts_t* opts, void* comm, int count,
+netStream_t netStreamInit(const collNet_t* net, const netStreamOpts_t* opts, void* comm, int count,
                           const size_t* sizes, unsigned seed);
 size_t netStreamSize(const netStream_t* s, int k);
 /* Sender: up to 64 messages in flight, completion tested in FIFO order.
@@ -83,7 +83,7 @@ void* netSendStream(void* arg);
 void* netRecvStream(void* arg);
 /* Runs a sender thread and the receiver here over pair p; asserts no errors
  * and no lost wake-ups on either side. */
-void netRunStream(const collNet_v2_t* net, const netStreamOpts_t* opts, netPair_t* p, int count,
+void netRunStream(const collNet_t* net, const netStreamOpts_t* opts, netPair_t* p, int count,
                   const size_t* sizes, unsigned seed);
 
 /* ---- shared checks and test bodies -------------------------------------- */
@@ -91,27 +91,27 @@ void netRunStream(const collNet_v2_t* net, const netStreamOpts_t* opts, netPair_
 /* Table header, init, one device and its properties (name devName, host
  * pointers, no put, unlimited messages, device 1 invalid); *props gets
  * device 0's properties for transport-specific checks. */
-void netCheckTable(const collNet_v2_t* net, const char* name, const char* devName,
+void netCheckTable(const collNet_t* net, const char* name, const char* devName,
                    collNetProperties_t* props);
 /* regMr/deregMr, iput unsupported, iflush a no-op, isend on the recv side. */
-void netCheckStubs(const collNet_v2_t* net, netPair_t* q);
+void netCheckStubs(const collNet_t* net, netPair_t* q);
 /* 600 messages of the mix, up to 64 in flight each way. */
-void netTestManyInFlight(const collNet_v2_t* net, const netStreamOpts_t* opts);
+void netTestManyInFlight(const collNet_t* net, const netStreamOpts_t* opts);
 /* Testing the last of 8 requests drives the earlier ones; receiving into a
  * larger buffer reports the sent size. */
-void netTestTestDrivesEarlier(const collNet_v2_t* net);
+void netTestTestDrivesEarlier(const collNet_t* net);
 /* Each message delivers its sender's 64-bit tag (0, all ones, a pattern) at
  * sizes 0, 5 and bigSize; the receiver's posted tag does not matter. */
-void netTestTags(const collNet_v2_t* net, size_t bigSize);
+void netTestTags(const collNet_t* net, size_t bigSize);
 /* Posts maxRequests zero-byte sends on comm into r (each must be accepted),
  * then checks that one more returns NULL (retry). */
-void netFillRequestPool(const collNet_v2_t* net, void* comm, void** r, int maxRequests);
+void netFillRequestPool(const collNet_t* net, void* comm, void** r, int maxRequests);
 /* 100 bytes sent, 64 posted: collRemoteError, nothing written into the
  * buffer or its guard, and the error is sticky for the next irecv. */
-void netCheckOversize(const collNet_v2_t* net, netPair_t* q);
+void netCheckOversize(const collNet_t* net, netPair_t* q);
 /* The receiver closes; sends (even ones evenSize bytes, odd ones 1 MiB)
  * eventually fail with collRemoteError (no SIGPIPE), whose message contains
  * errSubstr if not NULL. */
-void netTestPeerCloseSend(const collNet_v2_t* net, size_t evenSize, const char* errSubstr);
+void netTestPeerCloseSend(const collNet_t* net, size_t evenSize, const char* errSubstr);
 
 #endif

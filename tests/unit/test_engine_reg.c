@@ -44,7 +44,7 @@ static collResult_t cntDereg(void* comm, void* mhandle) {
   return collSuccess;
 }
 
-static const collNet_v2_t counting = {.name = "counting", .regMr = cntReg, .deregMr = cntDereg};
+static const collNet_t counting = {.name = "counting", .regMr = cntReg, .deregMr = cntDereg};
 
 static struct collComm C;
 static uint8_t kind[2];

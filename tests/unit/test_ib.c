@@ -34,7 +34,7 @@
 #include "transports/ib/ib.h"
 #include "transports/ib/ib_internal.h"
 
-static const collNet_v2_t* net = &collNetIb;
+static const collNet_t* net = &collNetIb;
 static int real; /* COLL_TEST_IB_REAL=1: the machine's device, no fake */
 #define FAKE_ONLY() \
   do {              \

@@ -104,7 +104,7 @@ static int anyPair(const collPeerInfo* a, const collPeerInfo* b, int sameNode) {
   return 1;
 }
 
-static const collNet_v2_t tA = {.name = "A"}, tB = {.name = "B"}, tC = {.name = "C"};
+static const collNet_t tA = {.name = "A"}, tB = {.name = "B"}, tC = {.name = "C"};
 
 /* A rank's list and what it published: names in order, "" = unused slot. */
 static void publish(collNetList* l, collPeerInfo* p, const char* const names[COLL_NET_SLOTS]) {
@@ -112,7 +112,7 @@ static void publish(collNetList* l, collPeerInfo* p, const char* const names[COL
   memset(p->netId, 0, sizeof p->netId);
   for (int s = 0; s < COLL_NET_SLOTS; s++) {
     if (!names[s] || !names[s][0]) continue;
-    const collNet_v2_t* t = names[s][0] == 'A' ? &tA : names[s][0] == 'B' ? &tB : &tC;
+    const collNet_t* t = names[s][0] == 'A' ? &tA : names[s][0] == 'B' ? &tB : &tC;
     l->nets[s] = t;
     l->canConnect[s] = t == &tA ? sameNodeOnly : anyPair;
     p->netId[s] = collNetId(t->name);

@@ -36,7 +36,7 @@ static collResult_t fakePollFd(void* comm, int* fd) {
   return collSuccess;
 }
 
-static const collNet_v2_t fake = {.name = "fake", .getPollFd = fakePollFd};
+static const collNet_t fake = {.name = "fake", .getPollFd = fakePollFd};
 
 static struct collComm C;
 

@@ -39,7 +39,7 @@
 #include "transports/loopback/loopback.h"
 #include "net_testlib.h"
 
-static const collNet_v2_t* N = &collNetLoopback;
+static const collNet_t* N = &collNetLoopback;
 /* Live loopback objects when the current test started: a test that failed
  * half-way may leak its pair without failing the tests after it. */
 static int gBase;
@@ -105,7 +105,7 @@ static int readable(void* comm, short ev) {
 static void test_table(void** st) {
   (void)st;
   assert_string_equal(N->name, "loopback");
-  assert_int_equal(N->size, sizeof(collNet_v2_t));
+  assert_int_equal(N->size, sizeof(collNet_t));
   assert_int_equal(N->version, COLL_NET_VERSION);
 #define NONNULL(f) assert_true(N->f != NULL)
   NONNULL(init); NONNULL(devices); NONNULL(getProperties); NONNULL(listen); NONNULL(connect);

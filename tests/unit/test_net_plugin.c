@@ -2,8 +2,10 @@
  * test_net_plugin.c - COLL_NET_PLUGIN: a transport built as its own shared
  * object (plugins/net_example.c) is loaded, becomes the default inter-node
  * transport, passes the shared transport checks, and carries collectives of
- * ranks as threads; a bad path, a library without collNetPlugin_v2 and one
- * of another ABI version fail with messages that say so.
+ * ranks as threads; the same transport built as an ABI v2 plugin
+ * (collNetPlugin_v2) loads into a v3 table whose regMrDmaBuf says "not
+ * supported" and carries collectives; a bad path, a library without either
+ * table and one of another ABI version fail with messages that say so.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -23,14 +25,14 @@
 #include "core/net.h"
 #include "net_testlib.h"
 
-static const collNet_v2_t* plugin;
+static const collNet_t* plugin;
 
 /* The child's side of expectLoadFailure (a fresh process: the plugin is
  * loaded once per process): 0 if the lookup of name fails with code and a
  * message containing want, and keeps failing (tcp is not silently used). */
 static int childCheck(const char* path, const char* name, int code, const char* want) {
   setenv("COLL_NET_PLUGIN", path, 1);
-  const collNet_v2_t* n = NULL;
+  const collNet_t* n = NULL;
   collResult_t r = collNetGetInter(*name ? name : NULL, &n);
   int ok = (int)r == code && strstr(collGetLastError(NULL), want) != NULL;
   if (!ok) fprintf(stderr, "got %d: %s\n", (int)r, collGetLastError(NULL));
@@ -57,14 +59,16 @@ static void test_bad_plugins(void** st) {
   (void)st;
   expectLoadFailure("/nonexistent/libnet.so", NULL, collInvalidArgument,
                     "COLL_NET_PLUGIN=/nonexistent/libnet.so cannot be loaded");
-  expectLoadFailure(COLL_NET_NOSYM, NULL, collInvalidArgument, "exports no collNetPlugin_v2");
+  expectLoadFailure(COLL_NET_NOSYM, NULL, collInvalidArgument,
+                    "exports neither collNetPlugin_v3 nor collNetPlugin_v2 (include/coll_net.h)");
   expectLoadFailure(COLL_NET_EXAMPLE_V1, "example", collInvalidArgument,
-                    "is transport ABI version 1; this coll needs version 2 (collNetPlugin_v2 of include/coll_net.h");
+                    "collNetPlugin_v3 is transport ABI version 1; this coll needs version 3 there (collNetPlugin_v3 "
+                    "of include/coll_net.h");
 }
 
 static void test_lookup(void** st) {
   (void)st;
-  const collNet_v2_t* n = NULL;
+  const collNet_t* n = NULL;
   assert_int_equal(collNetGetInter(NULL, &n), collSuccess);
   assert_ptr_equal(n, plugin);
   assert_int_equal(collNetGetInter("example", &n), collSuccess);
@@ -100,14 +104,22 @@ typedef struct {
   int wrong;
 } rankArg;
 
-static void* rankMain(void* a) {
-  rankArg* k = a;
+/* rank r contributes (r + 1) * (i % 7): the sum over n ranks is n (n + 1) / 2 times that */
+static void allReduceRank(rankArg* k, int nranks) {
   enum { N = 300000 };
   float* x = malloc(N * sizeof *x);
   for (int i = 0; i < N; i++) x[i] = (float)(k->rank + 1) * (float)(i % 7);
   k->r = collAllReduce(x, x, N, collFloat, collSum, k->comm, NULL);
-  for (int i = 0; i < N && k->r == collSuccess; i++) k->wrong += x[i] != 6.0f * (float)(i % 7);
+  const float f = (float)(nranks * (nranks + 1) / 2);
+  for (int i = 0; i < N && k->r == collSuccess; i++) k->wrong += x[i] != f * (float)(i % 7);
   free(x);
+}
+static void* rankMain(void* a) {
+  allReduceRank(a, 3);
+  return NULL;
+}
+static void* rankMainN(void* a) {
+  allReduceRank(a, 2);
   return NULL;
 }
 
@@ -137,7 +149,66 @@ static void test_collectives(void** st) {
   dlclose(h);
 }
 
+/* The child's side of test_v2_plugin (a fresh process): 0 if the v2 plugin
+ * loads as a v3 table, its regMrDmaBuf fails with a message and an
+ * all-reduce of 2 ranks runs over it. */
+static int childV2(void) {
+  setenv("COLL_NET_PLUGIN", COLL_NET_EXAMPLE_V2, 1);
+  const collNet_t* n = NULL;
+  if (collNetGetInter(NULL, &n) != collSuccess || strcmp(n->name, "example") != 0 || n->version != COLL_NET_VERSION ||
+      n->size != sizeof(collNet_t)) {
+    fprintf(stderr, "v2 plugin not loaded as v3: %s\n", collGetLastError(NULL));
+    return 1;
+  }
+  void* mh = (void*)1;
+  char buf[8];
+  if (n->regMrDmaBuf(NULL, buf, 8, COLL_PTR_CUDA, 0, 3, &mh) != collInvalidUsage || mh != (void*)1 ||
+      !strstr(collGetLastError(NULL), "transport plugin \"example\" is ABI version 2: regMrDmaBuf not supported")) {
+    fprintf(stderr, "v2 regMrDmaBuf: %s\n", collGetLastError(NULL));
+    return 2;
+  }
+  void* h = dlopen(COLL_NET_EXAMPLE_V2, RTLD_NOW | RTLD_NOLOAD);
+  const uint64_t* sent = h ? dlsym(h, "collNetExampleBytesSent") : NULL;
+  if (!sent) return 3;
+  collComm_t comms[2];
+  if (collCommInitAll(comms, 2, NULL) != collSuccess) return 4;
+  rankArg a[2];
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) {
+    a[i] = (rankArg){comms[i], i, collSuccess, 0};
+    if (pthread_create(&t[i], NULL, rankMainN, &a[i]) != 0) return 5;
+  }
+  int bad = 0;
+  for (int i = 0; i < 2; i++) {
+    pthread_join(t[i], NULL);
+    bad |= a[i].r != collSuccess || a[i].wrong != 0;
+  }
+  for (int i = 0; i < 2; i++) bad |= collCommDestroy(comms[i]) != collSuccess;
+  /* ring all-reduce of 2 ranks: each sends the whole vector once in all */
+  if (bad || *sent < 300000 * 4) {
+    fprintf(stderr, "v2 all-reduce: bad %d, sent %llu\n", bad, (unsigned long long)*sent);
+    return 6;
+  }
+  return 0;
+}
+
+static void test_v2_plugin(void** st) {
+  (void)st;
+  fflush(stdout);
+  pid_t p = fork();
+  assert_true(p >= 0);
+  if (p == 0) {
+    execl("/proc/self/exe", "test_net_plugin", "--child-v2", (char*)NULL);
+    _exit(127);
+  }
+  int s = 0;
+  assert_int_equal(waitpid(p, &s, 0), p);
+  assert_true(WIFEXITED(s));
+  assert_int_equal(WEXITSTATUS(s), 0);
+}
+
 int main(int argc, char** argv) {
+  if (argc == 2 && strcmp(argv[1], "--child-v2") == 0) return childV2();
   if (argc == 6 && strcmp(argv[1], "--child") == 0) return childCheck(argv[2], argv[3], atoi(argv[4]), argv[5]);
   setenv("COLL_NET_PLUGIN", COLL_NET_EXAMPLE, 1);
   setenv("COLL_SHM_DISABLE", "1", 1);
@@ -152,6 +223,7 @@ int main(int argc, char** argv) {
       cmocka_unit_test(test_lookup),
       cmocka_unit_test(test_conformance),
       cmocka_unit_test(test_collectives),
+      cmocka_unit_test(test_v2_plugin),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

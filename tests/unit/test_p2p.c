@@ -32,7 +32,7 @@
 #include "net_testlib.h"
 #include "transports/p2p/p2p.h"
 
-static const collNet_v2_t* N = &collNetP2p;
+static const collNet_t* N = &collNetP2p;
 static const netStreamOpts_t kOpts = {600000, 0}; /* big messages span 2 slots of 512 KiB; no poll fds */
 static char gSelf[4096];
 static char gWhy[700];
@@ -59,10 +59,10 @@ static const size_t kSizes[] = {0, 1, 4095, 65536, (1u << 20) + 3, 16u << 20, 7,
 static void test_table(void** st) {
   (void)st;
   assert_int_equal(N->version, COLL_NET_VERSION);
-  assert_int_equal(N->size, sizeof(collNet_v2_t));
+  assert_int_equal(N->size, sizeof(collNet_t));
   assert_string_equal(N->name, "p2p");
   void* const* fns = (void* const*)&N->init;
-  for (size_t i = 0; i < (sizeof(collNet_v2_t) - offsetof(collNet_v2_t, init)) / sizeof(void*); i++)
+  for (size_t i = 0; i < (sizeof(collNet_t) - offsetof(collNet_t, init)) / sizeof(void*); i++)
     assert_non_null(fns[i]);
   NEED_GPU();
   int ndev = 0;

@@ -46,7 +46,7 @@
 #include "transports/shm/shm_internal.h"
 #include "net_testlib.h"
 
-static const collNet_v2_t* N = &collNetShm;
+static const collNet_t* N = &collNetShm;
 static int gDevShmBefore = -1, gFdsBefore = -1;
 
 /* Entries of a directory (without . and ..), -1 if it cannot be read. */

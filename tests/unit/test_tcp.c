@@ -29,7 +29,7 @@
 #include "transports/tcp/tcp.h"
 #include "net_testlib.h"
 
-static const collNet_v2_t* N = &collNetTcp;
+static const collNet_t* N = &collNetTcp;
 
 /* Messages k % 50 == 49 of the mix are striped when nsocks > 1. */
 static const netStreamOpts_t kOpts = {200000, 0};

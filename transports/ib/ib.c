@@ -144,6 +144,13 @@ static collResult_t ibDeregMr(void* comm, void* mhandle) {
   return collSuccess;
 }
 
+
+/* regMrDmaBuf: ib does not take dma-bufs yet (host memory only). */
+static collResult_t ibRegMrDmaBuf(void* comm, void* data, size_t size, int ptrType, uint64_t offset, int fd,
+                         void** mhandle) {
+  (void)comm; (void)data; (void)size; (void)ptrType; (void)offset; (void)fd; (void)mhandle;
+  return collSetError(collInvalidUsage, "ib: regMrDmaBuf not supported (host memory only)");
+}
 static collResult_t ibIput(void* sendComm, const void* data, size_t size, void* mhandle,
                            unsigned long long remoteAddr, unsigned long long remoteKey, void** request) {
   (void)sendComm; (void)data; (void)size; (void)mhandle; (void)remoteAddr; (void)remoteKey;
@@ -183,11 +190,11 @@ static collResult_t ibGetPollFd(void* comm, int* fd) {
   return collSuccess;
 }
 
-const collNet_v2_t collNetIb = {
-    .size = sizeof(collNet_v2_t), .version = COLL_NET_VERSION, .name = "ib",
+const collNet_t collNetIb = {
+    .size = sizeof(collNet_t), .version = COLL_NET_VERSION, .name = "ib",
     .init = ibInit, .devices = ibDevices, .getProperties = ibGetProperties,
     .listen = collIbListenFn, .connect = collIbConnectFn, .accept = collIbAcceptFn,
-    .regMr = ibRegMr, .deregMr = ibDeregMr,
+    .regMr = ibRegMr, .deregMr = ibDeregMr, .regMrDmaBuf = ibRegMrDmaBuf,
     .isend = collIbIsend, .irecv = collIbIrecv, .test = collIbTest,
     .iput = ibIput, .iflush = ibIflush, .getPollFd = ibGetPollFd,
     .closeSend = collIbCloseComm, .closeRecv = collIbCloseComm, .closeListen = collIbCloseListenFn,

@@ -29,7 +29,7 @@
  *    (COLL_IB_REG_CACHE entries; the engine keeps its own, engine/reg.h,
  *    and passes its handles to isend/irecv; a NULL mhandle registers here);
  *    iput is not supported (collInvalidUsage); iflush is a no-op. */
-extern const collNet_v2_t collNetIb;
+extern const collNet_t collNetIb;
 
 #define COLL_IB_MAX_REQUESTS 64
 #define COLL_IB_EAGER_BYTES 16384

@@ -8,7 +8,7 @@
  *                 the service routine (incoming connections, CQ and async events)
  *   ib_data.c     isend/irecv/test: the clear-to-send FIFO, eager slots, RDMA writes
  *   (src/engine/regcache.c: the generic registration cache by address range)
- *   ib.c          the collNet_v2_t table
+ *   ib.c          the collNet_t table
  *
  * Protocol. A connection is a TCP socket (the side channel: handshake, then
  * only watched for the peer's close) and COLL_IB_QPS_PER_CONNECTION RC queue

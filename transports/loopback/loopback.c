@@ -381,6 +381,13 @@ static collResult_t lbTest(void* request, int* done, size_t* size, uint64_t* tag
 
 /* iput: one-sided writes are not supported. iflush: host memory is visible
  * at once, *request = NULL means done. */
+
+/* regMrDmaBuf: loopback does not take dma-bufs (host memory only). */
+static collResult_t lbRegMrDmaBuf(void* comm, void* data, size_t size, int ptrType, uint64_t offset, int fd,
+                         void** mhandle) {
+  (void)comm; (void)data; (void)size; (void)ptrType; (void)offset; (void)fd; (void)mhandle;
+  return collSetError(collInvalidUsage, "loopback: regMrDmaBuf not supported (host memory only)");
+}
 static collResult_t lbIput(void* sendComm, const void* data, size_t size, void* mhandle,
                            unsigned long long remoteAddr, unsigned long long remoteKey, void** request) {
   (void)sendComm; (void)data; (void)size; (void)mhandle; (void)remoteAddr; (void)remoteKey;
@@ -468,11 +475,11 @@ void collLoopbackSetFault(int mode, long arg) {
 void collLoopbackSetEagerLimit(size_t bytes) { __atomic_store_n(&lbEager, bytes < 64 ? 64 : bytes, __ATOMIC_RELAXED); }
 int collLoopbackLiveObjects(void) { return __atomic_load_n(&lbLive, __ATOMIC_RELAXED); }
 
-const collNet_v2_t collNetLoopback = {
-    .size = sizeof(collNet_v2_t), .version = COLL_NET_VERSION, .name = "loopback",
+const collNet_t collNetLoopback = {
+    .size = sizeof(collNet_t), .version = COLL_NET_VERSION, .name = "loopback",
     .init = lbInit, .devices = lbDevices, .getProperties = lbGetProperties,
     .listen = lbListenFn, .connect = lbConnect, .accept = lbAccept,
-    .regMr = lbRegMr, .deregMr = lbDeregMr,
+    .regMr = lbRegMr, .deregMr = lbDeregMr, .regMrDmaBuf = lbRegMrDmaBuf,
     .isend = lbIsend, .irecv = lbIrecv, .test = lbTest,
     .iput = lbIput, .iflush = lbIflush, .getPollFd = lbGetPollFd,
     .closeSend = lbCloseSend, .closeRecv = lbCloseRecv, .closeListen = lbCloseListen,

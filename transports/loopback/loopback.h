@@ -12,7 +12,7 @@
  * return collSuccess with *request = NULL: retry); test returning an error
  * releases the request; iput is not supported; iflush returns *request NULL.
  * A handle made by another process is rejected (collInvalidUsage). */
-extern const collNet_v2_t collNetLoopback;
+extern const collNet_t collNetLoopback;
 
 #define COLL_LB_MAX_REQUESTS 64
 #define COLL_LB_EAGER_DEFAULT (64 * 1024)

@@ -1,5 +1,5 @@
 /*
- * p2p.c - the collNet_v2_t table of the CUDA P2P transport and its small
+ * p2p.c - the collNet_t table of the CUDA P2P transport and its small
  * operations (p2p.h has the design; p2p_setup.c connections, p2p_ring.c the
  * data path). Built without CUDA, every operation says so.
  */
@@ -187,6 +187,14 @@ void collP2pGetStats(const void* comm, collP2pStats* st) {
 #endif
 
 /* iput: one-sided writes are not offered. */
+
+/* regMrDmaBuf: p2p does not take dma-bufs (peers map GPU memory through
+ * CUDA IPC; nothing is registered with a NIC). */
+static collResult_t p2pRegMrDmaBuf(void* comm, void* data, size_t size, int ptrType, uint64_t offset, int fd,
+                         void** mhandle) {
+  (void)comm; (void)data; (void)size; (void)ptrType; (void)offset; (void)fd; (void)mhandle;
+  return collSetError(collInvalidUsage, "p2p: regMrDmaBuf not supported (GPU memory goes through CUDA IPC)");
+}
 static collResult_t p2pIput(void* sendComm, const void* data, size_t size, void* mhandle,
                             unsigned long long remoteAddr, unsigned long long remoteKey, void** request) {
   (void)sendComm, (void)data, (void)size, (void)mhandle, (void)remoteAddr, (void)remoteKey;
@@ -196,11 +204,11 @@ static collResult_t p2pIput(void* sendComm, const void* data, size_t size, void*
 
 static collResult_t p2pFini(void) { return collSuccess; }
 
-const collNet_v2_t collNetP2p = {
-    .size = sizeof(collNet_v2_t), .version = COLL_NET_VERSION, .name = "p2p",
+const collNet_t collNetP2p = {
+    .size = sizeof(collNet_t), .version = COLL_NET_VERSION, .name = "p2p",
     .init = p2pInit, .devices = p2pDevices, .getProperties = p2pGetProperties,
     .listen = p2pListen, .connect = p2pConnect, .accept = p2pAccept,
-    .regMr = p2pRegMr, .deregMr = p2pDeregMr,
+    .regMr = p2pRegMr, .deregMr = p2pDeregMr, .regMrDmaBuf = p2pRegMrDmaBuf,
     .isend = p2pIsend, .irecv = p2pIrecv, .test = p2pTest,
     .iput = p2pIput, .iflush = p2pIflush, .getPollFd = p2pGetPollFd,
     .closeSend = p2pCloseComm, .closeRecv = p2pCloseComm, .closeListen = p2pCloseListen,

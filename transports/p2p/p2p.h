@@ -39,7 +39,7 @@
  *    a failed CUDA call fails it with collSystemError naming the call;
  *  - iput is not supported; iflush returns *request = NULL (copies are
  *    complete when test says so). */
-extern const collNet_v2_t collNetP2p;
+extern const collNet_t collNetP2p;
 
 #define COLL_P2P_MAX_REQUESTS 64
 #define COLL_P2P_NSLOTS 8

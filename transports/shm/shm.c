@@ -1,5 +1,5 @@
 /*
- * shm.c - the collNet_v2_t table of the shared-memory transport between
+ * shm.c - the collNet_t table of the shared-memory transport between
  * processes of one node, and its small operations.
  *
  * The transport in brief (details in the other files):
@@ -112,6 +112,13 @@ collResult_t collShmIrecvReduce(void* recvComm, void* dst, const void* local, si
 }
 
 /* iput: one-sided writes are not offered. */
+
+/* regMrDmaBuf: shm does not take dma-bufs (host memory only). */
+static collResult_t shmRegMrDmaBuf(void* comm, void* data, size_t size, int ptrType, uint64_t offset, int fd,
+                         void** mhandle) {
+  (void)comm; (void)data; (void)size; (void)ptrType; (void)offset; (void)fd; (void)mhandle;
+  return collSetError(collInvalidUsage, "shm: regMrDmaBuf not supported (host memory only)");
+}
 static collResult_t shmIput(void* sendComm, const void* data, size_t size, void* mhandle,
                             unsigned long long remoteAddr, unsigned long long remoteKey, void** request) {
   (void)sendComm; (void)data; (void)size; (void)mhandle; (void)remoteAddr; (void)remoteKey;
@@ -156,11 +163,11 @@ void collShmGetStats(const void* comm, collShmStats* st) {
 }
 
 /* The table (coll_net.h); listen/connect/accept/close live in shm_setup.c. */
-const collNet_v2_t collNetShm = {
-    .size = sizeof(collNet_v2_t), .version = COLL_NET_VERSION, .name = "shm",
+const collNet_t collNetShm = {
+    .size = sizeof(collNet_t), .version = COLL_NET_VERSION, .name = "shm",
     .init = shmInit, .devices = shmDevices, .getProperties = shmGetProperties,
     .listen = shmListenFn, .connect = shmConnect, .accept = shmAccept,
-    .regMr = shmRegMr, .deregMr = shmDeregMr,
+    .regMr = shmRegMr, .deregMr = shmDeregMr, .regMrDmaBuf = shmRegMrDmaBuf,
     .isend = shmIsend, .irecv = shmIrecv, .test = shmTest,
     .iput = shmIput, .iflush = shmIflush, .getPollFd = shmGetPollFd,
     .closeSend = shmCloseComm, .closeRecv = shmCloseComm, .closeListen = shmCloseListen,

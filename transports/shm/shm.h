@@ -31,7 +31,7 @@
  *  - test returning an error releases the request; once a comm failed,
  *    every later request on it fails the same way;
  *  - iflush returns *request = NULL; iput is not supported. */
-extern const collNet_v2_t collNetShm;
+extern const collNet_t collNetShm;
 
 #define COLL_SHM_MAX_REQUESTS 64
 #define COLL_SHM_NSLOTS 8 /* ring slots per connection (COLL_SHM_BUFFSIZE / 8 each) */

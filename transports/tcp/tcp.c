@@ -1,5 +1,5 @@
 /*
- * tcp.c - the TCP transport behind the collNet_v2_t table.
+ * tcp.c - the TCP transport behind the collNet_t table.
  *
  * Wire format. A connection is COLL_NSOCKS_PERTHREAD sockets (n). Each socket
  * first carries a 24-byte hello {magic, n, index, connection id} so the
@@ -432,6 +432,13 @@ static collResult_t tcpTest(void* request, int* done, size_t* size, uint64_t* ta
 }
 
 /* iput: one-sided writes need RDMA. */
+
+/* regMrDmaBuf: tcp does not take dma-bufs (host memory only). */
+static collResult_t tcpRegMrDmaBuf(void* comm, void* data, size_t size, int ptrType, uint64_t offset, int fd,
+                         void** mhandle) {
+  (void)comm; (void)data; (void)size; (void)ptrType; (void)offset; (void)fd; (void)mhandle;
+  return collSetError(collInvalidUsage, "tcp: regMrDmaBuf not supported (host memory only)");
+}
 static collResult_t tcpIput(void* sendComm, const void* data, size_t size, void* mhandle,
                             unsigned long long remoteAddr, unsigned long long remoteKey, void** request) {
   (void)sendComm; (void)data; (void)size; (void)mhandle; (void)remoteAddr; (void)remoteKey;
@@ -478,11 +485,11 @@ static collResult_t tcpCloseListen(void* listenComm) {
 /* fini: nothing global to release. */
 static collResult_t tcpFini(void) { return collSuccess; }
 
-const collNet_v2_t collNetTcp = {
-    .size = sizeof(collNet_v2_t), .version = COLL_NET_VERSION, .name = "tcp",
+const collNet_t collNetTcp = {
+    .size = sizeof(collNet_t), .version = COLL_NET_VERSION, .name = "tcp",
     .init = tcpInit, .devices = tcpDevices, .getProperties = tcpGetProperties,
     .listen = tcpListenFn, .connect = tcpConnect, .accept = tcpAccept,
-    .regMr = tcpRegMr, .deregMr = tcpDeregMr,
+    .regMr = tcpRegMr, .deregMr = tcpDeregMr, .regMrDmaBuf = tcpRegMrDmaBuf,
     .isend = tcpIsend, .irecv = tcpIrecv, .test = tcpTest,
     .iput = tcpIput, .iflush = tcpIflush, .getPollFd = tcpGetPollFd,
     .closeSend = tcpCloseComm, .closeRecv = tcpCloseComm, .closeListen = tcpCloseListen,

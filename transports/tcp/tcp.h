@@ -18,7 +18,7 @@
  *    once a comm failed, every later request on it fails the same way;
  *  - iflush returns collSuccess with *request = NULL: nothing to wait for;
  *  - iput is not supported (collInvalidUsage). */
-extern const collNet_v2_t collNetTcp;
+extern const collNet_t collNetTcp;
 
 #define COLL_TCP_MAX_REQUESTS 64
 #define COLL_TCP_MAX_SOCKS 16          /* cap on COLL_NSOCKS_PERTHREAD */

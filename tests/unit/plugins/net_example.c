@@ -7,8 +7,10 @@
  * go through the callbacks' setError. test_net_plugin.c loads it, runs the
  * shared transport checks on it and runs collectives over it.
  *
- * EXAMPLE_VERSION (default COLL_NET_VERSION) builds a variant that claims
- * another ABI version, for the loader's check.
+ * It exports collNetPlugin_v3. EXAMPLE_VERSION (default COLL_NET_VERSION)
+ * builds a variant that claims another ABI version, for the loader's check;
+ * EXAMPLE_V2 builds the same transport as a version-2 plugin
+ * (collNetPlugin_v2, no regMrDmaBuf) for the loader's v2 path.
  *
  * SPDX-License-Identifier: BSD-3-Clause
  */
@@ -263,6 +265,13 @@ static collResult_t exIput(void* sc, const void* d, size_t s, void* mh, unsigned
   *req = NULL;
   return FAIL(collInvalidUsage, "example: iput not supported");
 }
+#ifndef EXAMPLE_V2
+static collResult_t exRegMrDmaBuf(void* comm, void* data, size_t size, int type, uint64_t offset, int fd,
+                                  void** mh) {
+  (void)comm; (void)data; (void)size; (void)type; (void)offset; (void)fd; (void)mh;
+  return FAIL(collInvalidUsage, "example: regMrDmaBuf not supported (host memory only)");
+}
+#endif
 static collResult_t exIflush(void* rc, void* d, size_t s, void* mh, void** req) {
   (void)rc; (void)d; (void)s; (void)mh;
   *req = NULL;
@@ -289,11 +298,17 @@ static collResult_t exCloseListen(void* l) {
 }
 static collResult_t exFini(void) { return collSuccess; }
 
+#ifdef EXAMPLE_V2
 __attribute__((visibility("default"))) const collNet_v2_t collNetPlugin_v2 = {
-    .size = sizeof(collNet_v2_t), .version = EXAMPLE_VERSION, .name = "example",
+    .size = sizeof(collNet_v2_t), .version = 2, .name = "example",
+    .regMr = exRegMr, .deregMr = exDeregMr,
+#else
+__attribute__((visibility("default"))) const collNet_t collNetPlugin_v3 = {
+    .size = sizeof(collNet_t), .version = EXAMPLE_VERSION, .name = "example",
+    .regMr = exRegMr, .deregMr = exDeregMr, .regMrDmaBuf = exRegMrDmaBuf,
+#endif
     .init = exInit, .devices = exDevices, .getProperties = exProps,
     .listen = exListen, .connect = exConnect, .accept = exAccept,
-    .regMr = exRegMr, .deregMr = exDeregMr,
     .isend = exIsend, .irecv = exIrecv, .test = exTest,
     .iput = exIput, .iflush = exIflush, .getPollFd = exPollFd,
     .closeSend = exClose, .closeRecv = exClose, .closeListen = exCloseListen,
