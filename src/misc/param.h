@@ -29,6 +29,7 @@ typedef enum {
   COLL_PARAM_IB_RETRY_CNT,   /* COLL_IB_RETRY_CNT: QP retry count */
   COLL_PARAM_IB_QPS_PER_CONN, /* COLL_IB_QPS_PER_CONNECTION: QPs per connection, used round-robin */
   COLL_PARAM_IB_REG_CACHE,   /* COLL_IB_REG_CACHE: registrations kept for reuse (0: register per message) */
+  COLL_PARAM_IB_DMABUF,      /* COLL_IB_DMABUF: 1 = register GPU memory as dma-bufs where supported, 0 = never */
   COLL_PARAM_REG_CACHE,      /* COLL_REG_CACHE: engine registration cache, -1 auto (checked), 0 off, 1 unchecked */
   COLL_PARAM_CUDA_STAGE_CHUNK, /* COLL_CUDA_STAGE_CHUNK: bytes per piece of a staged device call (pipelining) */
   COLL_PARAM_P2P_DISABLE,    /* COLL_P2P_DISABLE: 1 = device calls inside a node stay staged (no p2p, no kernels) */

@@ -20,8 +20,13 @@ if(NOT COLL_SANITIZE)
   # the gate's host-function fallback (the kernels again: 16 s; gcc only)
   coll_fakecuda_test(kernels_no_memops COMMAND gpu_kernels --quick --no-bandwidth TIMEOUT 300 ENV FAKECUDA_NO_MEMOPS=1)
 endif()
-# test_cuda_loader's fake-driver cases load it by path
+# test_cuda_loader's fake-driver cases load it by path, and test_ib_dmabuf's
 target_compile_definitions(test_cuda_loader PRIVATE COLL_FAKECUDA="$<TARGET_FILE:collfakecuda>")
+if(TARGET test_ib_dmabuf)
+  target_compile_definitions(test_ib_dmabuf PRIVATE COLL_FAKECUDA="$<TARGET_FILE:collfakecuda>")
+  add_dependencies(test_ib_dmabuf collfakecuda)
+  set_tests_properties(unit.test_ib_dmabuf PROPERTIES LABELS "unit;fakecuda")
+endif()
 # two GPUs: p2p between them, and refused where they cannot reach each other
 coll_fakecuda_test(p2p_two_gpus COMMAND test_p2p TIMEOUT 180 ENV "FAKECUDA_DEVICES=2;COLL_TEST_FILTER=test_two_gpus")
 coll_fakecuda_test(p2p_no_peer COMMAND test_p2p TIMEOUT 180 ENV "FAKECUDA_DEVICES=2;FAKECUDA_NO_PEER=1;COLL_TEST_FILTER=test_two_gpus")

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "transports/ib/ib_verbs.h"
@@ -36,6 +37,11 @@ typedef struct {
 typedef struct fakeMr {
   struct ibv_mr mr;
   int access;
+  /* ibv_reg_dmabuf_mr: the dma-buf mapped here (map + mapSkip + (addr -
+   * iova) is where an access at addr lands); NULL for ibv_reg_mr (addr is
+   * the host address) */
+  char* map;
+  size_t mapLen, mapSkip; /* mapping length; bytes before offset (page alignment) */
   struct fakeMr* next;
 } fakeMr;
 
@@ -176,6 +182,12 @@ static fakeMr* findMr(uint32_t key, int remote, struct ibv_pd* pd, uint64_t addr
   return NULL;
 }
 
+/* Where an access at addr through m lands. */
+static char* mrHost(const fakeMr* m, uint64_t addr) {
+  if (!m->map) return (char*)(uintptr_t)addr;
+  return m->map + m->mapSkip + (addr - (uint64_t)(uintptr_t)m->mr.addr);
+}
+
 /* Does src's address vector reach dst's port and QP? */
 static int reaches(fakeQp* s, fakeQp* d) {
   const ibFakePort* sp = portOf(s->ctx, s->port);
@@ -213,7 +225,8 @@ static int execute(const fakeOp* op) {
     sendWc(s, op, IBV_WC_LOC_LEN_ERR);
     return 0;
   }
-  if (op->len && !findMr(op->lkey, 0, s->qp.pd, op->laddr, op->len)) {
+  const fakeMr* lm = op->len ? findMr(op->lkey, 0, s->qp.pd, op->laddr, op->len) : NULL;
+  if (op->len && !lm) {
     sendWc(s, op, IBV_WC_LOC_PROT_ERR);
     return 0;
   }
@@ -222,7 +235,8 @@ static int execute(const fakeOp* op) {
     sendWc(s, op, IBV_WC_RETRY_EXC_ERR);
     return 0;
   }
-  if (op->len && !findMr(op->rkey, 1, d->qp.pd, op->raddr, op->len)) {
+  const fakeMr* rm = op->len ? findMr(op->rkey, 1, d->qp.pd, op->raddr, op->len) : NULL;
+  if (op->len && !rm) {
     sendWc(s, op, IBV_WC_REM_ACCESS_ERR);
     qpToError(d);
     return 0;
@@ -232,7 +246,7 @@ static int execute(const fakeOp* op) {
     s->sendOut++;
     return 1;
   }
-  if (op->len) memcpy((void*)(uintptr_t)op->raddr, (void*)(uintptr_t)op->laddr, op->len);
+  if (op->len) memcpy(mrHost(rm, op->raddr), mrHost(lm, op->laddr), op->len);
   fakeSt.writes++;
   s->writes++;
   if (op->len > fakeSt.maxWrite) fakeSt.maxWrite = op->len;
@@ -376,6 +390,49 @@ static struct ibv_mr* fRegMr(struct ibv_pd* pd, void* addr, size_t len, int acce
   pthread_mutex_unlock(&fakeLock);
   return &m->mr;
 }
+static int fakeDmaBufMode; /* IBFAKE_DMABUF_* */
+/* As the kernel: fd -1 is EBADF where dma-bufs are supported, EOPNOTSUPP
+ * where the driver lacks them. The dma-buf (here: any mmap-able fd, e.g.
+ * the fake CUDA driver's memfd) is mapped at offset: RDMA through the MR
+ * reads and writes the memory behind the fd; a fd that cannot be mapped
+ * (a pipe) is EBADF. */
+static struct ibv_mr* fRegDmaBufMr(struct ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int fd,
+                                   int access) {
+  pthread_mutex_lock(&fakeLock);
+  fakeSt.dmabufRegs++;
+  int err = fakeDmaBufMode == IBFAKE_DMABUF_UNSUPPORTED ? EOPNOTSUPP : fd < 0 ? EBADF : (!len || !iova) ? EINVAL : 0;
+  char* map = MAP_FAILED;
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE), skip = (size_t)(offset % pg);
+  if (!err) {
+    map = mmap(NULL, len + skip, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)(offset - skip));
+    if (map == MAP_FAILED) err = errno == EACCES || errno == ENODEV ? EBADF : errno;
+  }
+  if (!err && (access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE))
+    violation("ibv_reg_dmabuf_mr: REMOTE_WRITE without LOCAL_WRITE");
+  fakeMr* m = err ? NULL : calloc(1, sizeof *m);
+  if (!m) {
+    if (map != MAP_FAILED) munmap(map, len + skip);
+    pthread_mutex_unlock(&fakeLock);
+    errno = err ? err : ENOMEM;
+    return NULL;
+  }
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = (void*)(uintptr_t)iova;
+  m->mr.length = len;
+  m->mr.lkey = fakeNextKey++;
+  m->mr.rkey = fakeNextKey++;
+  m->access = access;
+  m->map = map;
+  m->mapLen = len + skip;
+  m->mapSkip = skip;
+  m->next = fakeMrs;
+  fakeMrs = m;
+  fakeSt.liveMrs++;
+  pthread_mutex_unlock(&fakeLock);
+  return &m->mr;
+}
+
 static int fDeregMr(struct ibv_mr* mr) {
   pthread_mutex_lock(&fakeLock);
   fakeSt.deregs++;
@@ -383,6 +440,7 @@ static int fDeregMr(struct ibv_mr* mr) {
     if (&(*p)->mr == mr) {
       fakeMr* m = *p;
       *p = m->next;
+      if (m->map) munmap(m->map, m->mapLen);
       free(m);
       fakeSt.liveMrs--;
       pthread_mutex_unlock(&fakeLock);
@@ -692,11 +750,11 @@ static int fPciPath(const char* dev, char* buf, size_t len) {
   return -1;
 }
 
-static const collIbvOps fakeOpsTable = {
+static collIbvOps fakeOpsTable = {
     .getDeviceList = fGetDeviceList, .freeDeviceList = fFreeDeviceList, .getDeviceName = fGetDeviceName,
     .getDeviceGuid = fGetDeviceGuid, .openDevice = fOpenDevice, .closeDevice = fCloseDevice,
     .queryDevice = fQueryDevice, .queryPort = fQueryPort, .queryGid = fQueryGid, .allocPd = fAllocPd,
-    .deallocPd = fDeallocPd, .regMr = fRegMr, .deregMr = fDeregMr, .createCompChannel = fCreateCompChannel,
+    .deallocPd = fDeallocPd, .regMr = fRegMr, .regDmaBufMr = fRegDmaBufMr, .deregMr = fDeregMr, .createCompChannel = fCreateCompChannel,
     .destroyCompChannel = fDestroyCompChannel, .createCq = fCreateCq, .destroyCq = fDestroyCq,
     .reqNotifyCq = fReqNotifyCq, .getCqEvent = fGetCqEvent, .ackCqEvents = fAckCqEvents, .pollCq = fPollCq,
     .createQp = fCreateQp, .modifyQp = fModifyQp, .destroyQp = fDestroyQp, .postSend = fPostSend,
@@ -718,8 +776,17 @@ void ibFakeInstall(const ibFakeDevSpec* devs, int n) {
   fakeOpsN = fakeOpsHead = 0;
   fakeFailCount = 0;
   fakeHeld = 0;
+  fakeDmaBufMode = IBFAKE_DMABUF_SUPPORTED;
+  fakeOpsTable.regDmaBufMr = fRegDmaBufMr;
   pthread_mutex_unlock(&fakeLock);
   collIbvSetOps(&fakeOpsTable);
+}
+
+void ibFakeDmaBuf(int mode) {
+  pthread_mutex_lock(&fakeLock);
+  fakeDmaBufMode = mode;
+  fakeOpsTable.regDmaBufMr = mode == IBFAKE_DMABUF_ABSENT ? NULL : fRegDmaBufMr;
+  pthread_mutex_unlock(&fakeLock);
 }
 
 void ibFakeUninstall(void) { collIbvSetOps(NULL); }

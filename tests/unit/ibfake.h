@@ -57,6 +57,14 @@ ibFakePort ibFakeRocePort(int host, enum ibv_mtu mtu);
 /* An InfiniBand port with LID lid (4x EDR). */
 ibFakePort ibFakeIbPort(uint16_t lid, enum ibv_mtu mtu);
 
+/* ibv_reg_dmabuf_mr of the fake (reset to SUPPORTED by ibFakeInstall):
+ * SUPPORTED maps the fd (RDMA through the MR lands in the memory behind it),
+ * UNSUPPORTED fails every call with EOPNOTSUPP (a kernel driver without
+ * dma-buf), ABSENT removes the entry (libibverbs older than rdma-core 34).
+ * Call before the transport starts (it probes once per device). */
+enum { IBFAKE_DMABUF_SUPPORTED = 0, IBFAKE_DMABUF_UNSUPPORTED = 1, IBFAKE_DMABUF_ABSENT = 2 };
+void ibFakeDmaBuf(int mode);
+
 /* While held (1), posted work requests wait; 0 runs them (in posting order)
  * at the next poll. */
 void ibFakeHold(int hold);
@@ -77,6 +85,7 @@ int ibFakeGetQp(uint32_t qpn, ibFakeQpInfo* out);
 
 typedef struct {
   uint64_t regs, deregs;      /* ibv_reg_mr / ibv_dereg_mr calls */
+  uint64_t dmabufRegs;        /* ibv_reg_dmabuf_mr calls (the probe's too) */
   uint64_t writes, imms;      /* executed RDMA writes, of which with immediate */
   uint64_t maxWrite;          /* largest single write in bytes */
   uint64_t rnr;               /* write-with-imm retried: no receive posted */

@@ -6,11 +6,13 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "device/dmabuf.h"
 #include "ib_internal.h"
 #include "misc/log.h"
 #include "misc/param.h"
@@ -28,6 +30,7 @@ void collIbConfigLoad(collIbConfig* cfg) {
   cfg->retryCnt = clampi(collParamInt(COLL_PARAM_IB_RETRY_CNT), 0, 7);
   cfg->nqps = clampi(collParamInt(COLL_PARAM_IB_QPS_PER_CONN), 1, IB_MAX_QPS);
   cfg->regCache = clampi(collParamInt(COLL_PARAM_IB_REG_CACHE), 0, 1 << 20);
+  cfg->dmabuf = clampi(collParamInt(COLL_PARAM_IB_DMABUF), 0, 1);
   cfg->hca = collParamStr(COLL_SPARAM_IB_HCA);
 }
 
@@ -93,7 +96,33 @@ static collResult_t ibDevices(int* ndev) {
   return ready ? collSuccess : collSetError(collInvalidUsage, "ib devices: transport not initialized");
 }
 
+/* Whether h takes dma-bufs, probed once as NCCL does: ibv_reg_dmabuf_mr of
+ * fd -1 fails with EOPNOTSUPP / EPROTONOSUPPORT (or ENOSYS) where the
+ * kernel driver lacks dma-buf support, with another errno (EBADF) where it
+ * has it. Caller holds collIb.lock. */
+static int ibDmaBufProbe(collIbHca* h) {
+  if (h->dmabufProbed) return h->dmabuf;
+  h->dmabufProbed = 1;
+  const collIbvOps* v = collIb.v;
+  if (!v->regDmaBufMr) {
+    COLL_INFO(COLL_SUB_NET, "ib: %s: no dma-buf registration (libibverbs has no ibv_reg_dmabuf_mr: rdma-core < 34)",
+              h->name);
+    return h->dmabuf = 0;
+  }
+  errno = 0;
+  struct ibv_mr* mr = v->regDmaBufMr(h->pd, 0, 0, 0, -1, 0);
+  int e = errno;
+  if (mr) v->deregMr(mr); /* no driver should accept fd -1; nothing to keep if one did */
+  h->dmabufErrno = e;
+  h->dmabuf = !mr && e != EOPNOTSUPP && e != EPROTONOSUPPORT && e != ENOSYS;
+  COLL_INFO(COLL_SUB_NET, "ib: %s: dma-buf registration %s (probe with fd -1: %s)", h->name,
+            h->dmabuf ? "supported" : "not supported by the kernel driver", e ? strerror(e) : "accepted");
+  return h->dmabuf;
+}
+
 static collResult_t ibGetProperties(int dev, collNetProperties_t* props) {
+  /* outside the lock: may load the CUDA driver (only if the process mapped it) */
+  int cudaDmaBuf = collIbCfg.dmabuf && collCudaDmaBufSupported();
   pthread_mutex_lock(&collIb.lock);
   int ok = props && collIb.ready && dev >= 0 && dev < collIb.ndev;
   if (ok) {
@@ -101,6 +130,7 @@ static collResult_t ibGetProperties(int dev, collNetProperties_t* props) {
     memset(props, 0, sizeof *props);
     snprintf(props->name, sizeof props->name, "%s", d->name);
     props->ptrSupport = COLL_PTR_HOST;
+    if (cudaDmaBuf && ibDmaBufProbe(d->hca)) props->ptrSupport |= COLL_PTR_CUDA | COLL_PTR_DMABUF;
     props->speedGbps = d->gbps;
     props->latencyUs = d->linkLayer == IBV_LINK_LAYER_ETHERNET ? 5.0 : 2.0;
     props->maxMessage = SIZE_MAX; /* larger messages are split */
@@ -140,17 +170,71 @@ static collResult_t ibRegMr(void* comm, void* data, size_t size, int ptrType, vo
 static collResult_t ibDeregMr(void* comm, void* mhandle) {
   collIbComm* c = dataComm(comm);
   if (!c) return collSetError(collInvalidArgument, "ib deregMr: bad comm");
+  collRegEntry* e = mhandle;
+  if (e && (e->access & IB_REG_DMABUF)) { /* regMrDmaBuf's: not from a cache */
+    collIb.v->deregMr(e->handle);
+    free(e);
+    return collSuccess;
+  }
   collRegCachePut(c->dev->hca->regDirect, mhandle);
   return collSuccess;
 }
 
-
-/* regMrDmaBuf: ib does not take dma-bufs yet (host memory only). */
+/* regMrDmaBuf: ibv_reg_dmabuf_mr(pd, offset, size, iova = data, fd) with
+ * regMr's access, so the addresses the engine posts (data...) are the MR's.
+ * The handle is a collRegEntry like regMr's (the data path reads its range
+ * and keys), marked IB_REG_DMABUF. The fd stays the caller's: the kernel
+ * keeps its own reference to the dma-buf for the MR's life. */
 static collResult_t ibRegMrDmaBuf(void* comm, void* data, size_t size, int ptrType, uint64_t offset, int fd,
-                         void** mhandle) {
-  (void)comm; (void)data; (void)size; (void)ptrType; (void)offset; (void)fd; (void)mhandle;
-  return collSetError(collInvalidUsage, "ib: regMrDmaBuf not supported (host memory only)");
+                                  void** mhandle) {
+  collIbComm* c = dataComm(comm);
+  if (!c || !mhandle || !data || !size)
+    return collSetError(collInvalidArgument, "ib regMrDmaBuf: bad comm, NULL argument or size 0");
+  if (ptrType != COLL_PTR_CUDA)
+    return collSetError(collInvalidArgument, "ib regMrDmaBuf: memory type %d; dma-bufs are GPU memory (COLL_PTR_CUDA)",
+                        ptrType);
+  if (fd < 0) return collSetError(collInvalidArgument, "ib regMrDmaBuf: bad dma-buf fd %d", fd);
+  collIbHca* h = c->dev->hca;
+  if (!collIbCfg.dmabuf)
+    return collSetError(collInvalidUsage, "ib regMrDmaBuf: regMrDmaBuf not supported: dma-buf registration is off "
+                        "(COLL_IB_DMABUF=0)");
+  /* the condition getProperties puts COLL_PTR_DMABUF under */
+  if (!collCudaDmaBufSupported())
+    return collSetError(collInvalidUsage, "ib regMrDmaBuf: regMrDmaBuf not supported on %s: the CUDA driver exports "
+                        "no dma-bufs in this process (not loaded, no cuMemGetHandleForAddressRange, or a GPU without "
+                        "CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)", c->dev->name);
+  pthread_mutex_lock(&collIb.lock);
+  int ok = ibDmaBufProbe(h), pe = h->dmabufErrno;
+  pthread_mutex_unlock(&collIb.lock);
+  if (!ok)
+    return collSetError(collInvalidUsage, "ib regMrDmaBuf: regMrDmaBuf not supported on %s: %s", c->dev->name,
+                        !collIb.v->regDmaBufMr ? "libibverbs has no ibv_reg_dmabuf_mr (rdma-core 34 or newer has it)"
+                        : pe == ENOSYS ? "the kernel lacks dma-buf registration (ENOSYS)"
+                                       : "its kernel driver does not take dma-bufs (EOPNOTSUPP)");
+  collRegEntry* e = calloc(1, sizeof *e);
+  if (!e) return collSetError(collSystemError, "ib regMrDmaBuf: out of memory");
+  errno = 0;
+  struct ibv_mr* mr = collIb.v->regDmaBufMr(h->pd, offset, size, (uint64_t)(uintptr_t)data, fd,
+                                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  if (!mr) {
+    int er = errno ? errno : EINVAL;
+    free(e);
+    return collSetError(er == EBADF ? collInvalidArgument : collSystemError,
+                        "ib regMrDmaBuf: registering [%p, +%zu) (dma-buf fd %d, offset %llu) on %s failed: %s "
+                        "(errno %d)%s", data, size, fd, (unsigned long long)offset, c->dev->name, strerror(er), er,
+                        er == EBADF ? ": fd is not a dma-buf (or not open)"
+                                    : "; the GPU or HCA driver or the kernel may lack dma-buf support for this memory "
+                                      "(COLL_IB_DMABUF=0 keeps GPU data staged through host memory)");
+  }
+  e->start = (uintptr_t)data;
+  e->end = (uintptr_t)data + size;
+  e->access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IB_REG_DMABUF;
+  e->handle = mr;
+  e->refs = 1;
+  *mhandle = e;
+  return collSuccess;
 }
+
 static collResult_t ibIput(void* sendComm, const void* data, size_t size, void* mhandle,
                            unsigned long long remoteAddr, unsigned long long remoteKey, void** request) {
   (void)sendComm; (void)data; (void)size; (void)mhandle; (void)remoteAddr; (void)remoteKey;

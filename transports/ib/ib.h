@@ -28,7 +28,24 @@
  *  - regMr registers host memory through the device's registration cache
  *    (COLL_IB_REG_CACHE entries; the engine keeps its own, engine/reg.h,
  *    and passes its handles to isend/irecv; a NULL mhandle registers here);
- *    iput is not supported (collInvalidUsage); iflush is a no-op. */
+ *  - GPU memory: getProperties adds COLL_PTR_CUDA | COLL_PTR_DMABUF when
+ *    COLL_IB_DMABUF is 1, libibverbs has ibv_reg_dmabuf_mr, the device's
+ *    kernel driver takes dma-bufs (probed once per device, as NCCL does:
+ *    fd -1 gives EBADF, not EOPNOTSUPP/EPROTONOSUPPORT/ENOSYS) and the
+ *    CUDA driver of this process exports them (device/dmabuf.h; a process
+ *    that never mapped the CUDA driver is host-only, nothing is loaded).
+ *    regMrDmaBuf then registers [data, data + size) with
+ *    ibv_reg_dmabuf_mr(pd, offset, size, iova = data, fd) and regMr's
+ *    access; otherwise it returns collInvalidUsage saying which condition
+ *    failed. regMr stays host memory only;
+ *  - iput is not supported (collInvalidUsage); iflush is a no-op. That is
+ *    correct for host memory, and for every device tested here (rxe writes
+ *    with the CPU; the fake HCA with memcpy). On a real HCA writing GPU
+ *    memory it is not enough: NCCL flushes (an RDMA read of 1 byte of the
+ *    buffer through a loopback QP, or cuFlushGPUDirectRDMAWrites) before a
+ *    kernel reads received data, because the NIC's PCIe writes into GPU
+ *    memory may not be visible to the GPU when the completion is. Not
+ *    implemented: no GPU or HCA here to show it is needed or that it works. */
 extern const collNet_t collNetIb;
 
 #define COLL_IB_MAX_REQUESTS 64

@@ -152,6 +152,7 @@ typedef struct {
   int tc, sl, timeout, retryCnt;
   int nqps;
   int regCache; /* registrations kept (0: per message) */
+  int dmabuf;   /* COLL_IB_DMABUF: 1 use dma-buf registration where supported, 0 never */
   const char* hca;
 } collIbConfig;
 /* Read at init; a test may change it between connections. */
@@ -176,7 +177,14 @@ typedef struct collIbHca {
   collRegCache* reg;       /* ib's own registrations (COLL_IB_REG_CACHE entries) */
   collRegCache* regDirect; /* regMr's (the engine's): never kept here, COLL_REG_CACHE decides */
   int fatal; /* a device-fatal event arrived */
+  /* ibv_reg_dmabuf_mr works here: 1 supported, 0 not (dmabufErrno: the
+   * probe's errno; 0 when libibverbs has no ibv_reg_dmabuf_mr) */
+  int dmabuf, dmabufErrno, dmabufProbed;
 } collIbHca;
+
+/* Access bit of a collRegEntry that regMrDmaBuf made (not from a cache):
+ * deregMr releases it itself. No ibv_access_flags bit is this high. */
+#define IB_REG_DMABUF (1 << 30)
 
 typedef struct collIbDev {
   collIbHca* hca;

@@ -111,6 +111,8 @@ static void ibvLoad(void) {
   IBV_SYM(getAsyncEvent, "ibv_get_async_event");
   IBV_SYM(ackAsyncEvent, "ibv_ack_async_event");
 #undef IBV_SYM
+  /* optional: older rdma-core has no dma-buf registration (then NULL) */
+  *(void**)(&o->regDmaBufMr) = dlsym(h, "ibv_reg_dmabuf_mr");
   *(void**)(&ibvQueryPortSym) = ibvSym(h, "ibv_query_port");
   if (!ibvQueryPortSym && !missing) missing = "ibv_query_port";
   if (missing) {

@@ -33,6 +33,8 @@ typedef struct collIbvOps {
   struct ibv_pd* (*allocPd)(struct ibv_context* ctx);
   int (*deallocPd)(struct ibv_pd* pd);
   struct ibv_mr* (*regMr)(struct ibv_pd* pd, void* addr, size_t len, int access);
+  /* ibv_reg_dmabuf_mr (rdma-core 34+): NULL where libibverbs lacks it. */
+  struct ibv_mr* (*regDmaBufMr)(struct ibv_pd* pd, uint64_t offset, size_t len, uint64_t iova, int fd, int access);
   int (*deregMr)(struct ibv_mr* mr);
   struct ibv_comp_channel* (*createCompChannel)(struct ibv_context* ctx);
   int (*destroyCompChannel)(struct ibv_comp_channel* ch);

@@ -384,7 +384,7 @@ static collResult_t lbTest(void* request, int* done, size_t* size, uint64_t* tag
 
 /* regMrDmaBuf: loopback does not take dma-bufs (host memory only). */
 static collResult_t lbRegMrDmaBuf(void* comm, void* data, size_t size, int ptrType, uint64_t offset, int fd,
-                         void** mhandle) {
+                                  void** mhandle) {
   (void)comm; (void)data; (void)size; (void)ptrType; (void)offset; (void)fd; (void)mhandle;
   return collSetError(collInvalidUsage, "loopback: regMrDmaBuf not supported (host memory only)");
 }

@@ -191,7 +191,7 @@ void collP2pGetStats(const void* comm, collP2pStats* st) {
 /* regMrDmaBuf: p2p does not take dma-bufs (peers map GPU memory through
  * CUDA IPC; nothing is registered with a NIC). */
 static collResult_t p2pRegMrDmaBuf(void* comm, void* data, size_t size, int ptrType, uint64_t offset, int fd,
-                         void** mhandle) {
+                                   void** mhandle) {
   (void)comm; (void)data; (void)size; (void)ptrType; (void)offset; (void)fd; (void)mhandle;
   return collSetError(collInvalidUsage, "p2p: regMrDmaBuf not supported (GPU memory goes through CUDA IPC)");
 }

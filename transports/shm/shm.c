@@ -115,7 +115,7 @@ collResult_t collShmIrecvReduce(void* recvComm, void* dst, const void* local, si
 
 /* regMrDmaBuf: shm does not take dma-bufs (host memory only). */
 static collResult_t shmRegMrDmaBuf(void* comm, void* data, size_t size, int ptrType, uint64_t offset, int fd,
-                         void** mhandle) {
+                                   void** mhandle) {
   (void)comm; (void)data; (void)size; (void)ptrType; (void)offset; (void)fd; (void)mhandle;
   return collSetError(collInvalidUsage, "shm: regMrDmaBuf not supported (host memory only)");
 }

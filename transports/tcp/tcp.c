@@ -435,7 +435,7 @@ static collResult_t tcpTest(void* request, int* done, size_t* size, uint64_t* ta
 
 /* regMrDmaBuf: tcp does not take dma-bufs (host memory only). */
 static collResult_t tcpRegMrDmaBuf(void* comm, void* data, size_t size, int ptrType, uint64_t offset, int fd,
-                         void** mhandle) {
+                                   void** mhandle) {
   (void)comm; (void)data; (void)size; (void)ptrType; (void)offset; (void)fd; (void)mhandle;
   return collSetError(collInvalidUsage, "tcp: regMrDmaBuf not supported (host memory only)");
 }

@@ -1,0 +1,323 @@
+/*
+ * test_ib_dmabuf.c - GPU memory registered with the ib transport as a
+ * dma-buf (regMrDmaBuf, COLL_PTR_DMABUF), on the in-memory verbs device
+ * (ibfake.c, whose ibv_reg_dmabuf_mr maps the fd) and the fake CUDA driver
+ * (tests/fakecuda, whose dma-bufs are dups of an allocation's memfd):
+ *  - collCudaDmaBufFd exports an allocation (fd, offset) and refuses what is
+ *    no CUDA allocation;
+ *  - the probe: supported (EBADF for fd -1), unsupported (EOPNOTSUPP),
+ *    ibv_reg_dmabuf_mr absent; getProperties' ptrSupport follows it;
+ *  - a message from GPU memory into GPU memory, both registered from
+ *    dma-bufs whose fds were closed after registering: the bytes read back
+ *    through cuMemcpy are exact;
+ *  - errors with their messages: bad fd, a fd that is no dma-buf, host
+ *    memory type, COLL_IB_DMABUF=0, unsupported HCA, no ibv_reg_dmabuf_mr;
+ *  - in child processes: a driver without dma-buf (FAKECUDA_NO_DMABUF), one
+ *    without cuMemGetHandleForAddressRange (it still loads), and a host-only
+ *    process whose getProperties loads no CUDA driver.
+ * Without CUDA in the build only the host-only checks run.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "coll.h"
+#include "device/cuda_loader.h"
+#include "device/devexec.h"
+#include "device/dmabuf.h"
+#include "ibfake.h"
+#include "net_testlib.h"
+#include "transports/ib/ib.h"
+#include "transports/ib/ib_internal.h"
+
+static const collNet_t* net = &collNetIb;
+#define HAS(s, sub) (strstr((s), (sub)) != NULL)
+
+static void start(int dmabufMode, int knob) {
+  ibFakeDevSpec d;
+  memset(&d, 0, sizeof d);
+  d.name = "fake0";
+  d.guid = 0x0200000000000001ull;
+  d.nports = 1;
+  d.ports[0] = ibFakeRocePort(1, IBV_MTU_1024);
+  ibFakeInstall(&d, 1);
+  ibFakeDmaBuf(dmabufMode);
+  collIbConfigLoad(&collIbCfg);
+  collIbCfg.dmabuf = knob;
+  assert_int_equal(collIbStart(), collSuccess);
+}
+static void stop(void) {
+  assert_int_equal(net->fini(), collSuccess);
+  ibFakeStats st;
+  ibFakeGetStats(&st);
+  assert_string_equal(st.violation, "");
+  assert_int_equal(st.liveQps, 0);
+  assert_int_equal(st.liveMrs, 0);
+  ibFakeUninstall();
+}
+static int ptrSupport(void) {
+  collNetProperties_t p;
+  assert_int_equal(net->getProperties(0, &p), collSuccess);
+  return p.ptrSupport;
+}
+/* regMrDmaBuf on a fresh pair's recv comm must fail with code and want. */
+static void expectRegFails(void* data, int type, int fd, collResult_t code, const char* want) {
+  netPair_t q;
+  netMakePair(net, &q);
+  void* mh = (void*)1;
+  collResult_t r = net->regMrDmaBuf(q.recv, data, 4096, type, 0, fd, &mh);
+  if (r != code || !HAS(collGetLastError(NULL), want))
+    fail_msg("regMrDmaBuf: %d \"%s\", want %d \"%s\"", (int)r, collGetLastError(NULL), (int)code, want);
+  assert_ptr_equal(mh, (void*)1);
+  netClosePair(net, &q);
+}
+
+#ifdef COLL_HAVE_CUDA
+enum { N = 100000, OFF = 4096 + 24 }; /* above IB_EAGER: the sender RDMA-writes into the receive buffer */
+
+static int haveFake(void) { return access(COLL_FAKECUDA, R_OK) == 0; }
+#define NEED_FAKE()                                                      \
+  do {                                                                   \
+    if (!haveFake()) {                                                   \
+      print_message("skipped: no fake driver at %s\n", COLL_FAKECUDA);   \
+      skip();                                                            \
+    }                                                                    \
+  } while (0)
+
+static void* devAlloc(size_t n) {
+  void* p = NULL;
+  assert_int_equal(collDevSetCurrent(0), collSuccess);
+  assert_int_equal(collDevAlloc(&p, n), collSuccess);
+  return p;
+}
+static void cuCopy(void* dst, const void* src, size_t n) {
+  assert_int_equal(COLL_CU(cuMemcpy)((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n), CUDA_SUCCESS);
+}
+
+static void test_export(void** st) {
+  (void)st;
+  NEED_FAKE();
+  assert_int_equal(collCudaLoad(), collSuccess);
+  assert_int_equal(collCudaDmaBufSupported(), 1);
+  char* d = devAlloc(OFF + N);
+  int fd = -7;
+  uint64_t off = 99;
+  assert_int_equal(collCudaDmaBufFd(d + OFF, N, &fd, &off), collSuccess);
+  assert_true(fd >= 0);
+  assert_int_equal(off, OFF);
+  assert_int_equal(close(fd), 0);
+  /* not inside one allocation: host memory, and a range past the end */
+  char host[64];
+  fd = -7;
+  assert_int_equal(collCudaDmaBufFd(host, sizeof host, &fd, &off), collInvalidArgument);
+  assert_true(HAS(collGetLastError(NULL), "not inside one CUDA allocation"));
+  assert_int_equal(collCudaDmaBufFd(d + OFF, N + 1, &fd, &off), collInvalidArgument);
+  assert_true(HAS(collGetLastError(NULL), "runs past its end"));
+  assert_int_equal(collCudaDmaBufFd(d, 0, &fd, &off), collInvalidArgument);
+  assert_int_equal(collCudaDmaBufFd(d, N, NULL, &off), collInvalidArgument);
+  assert_int_equal(fd, -7);
+  assert_int_equal(off, OFF);
+  collDevFree(d);
+}
+
+/* GPU buffer -> GPU buffer, both registered from dma-bufs; exact bytes. */
+static void test_gpu_to_gpu(void** st) {
+  (void)st;
+  NEED_FAKE();
+  assert_int_equal(collCudaLoad(), collSuccess);
+  start(IBFAKE_DMABUF_SUPPORTED, 1);
+  assert_int_equal(ptrSupport(), COLL_PTR_HOST | COLL_PTR_CUDA | COLL_PTR_DMABUF);
+  char* src = devAlloc(OFF + N);
+  char* dst = devAlloc(OFF + N);
+  unsigned char* pat = malloc(N);
+  unsigned char* back = malloc(OFF + N);
+  for (size_t i = 0; i < N; i++) pat[i] = (unsigned char)(i * 7 + 3);
+  memset(back, 0xEE, OFF + N);
+  cuCopy(dst, back, OFF + N); /* the receive buffer's guard bytes */
+  cuCopy(src + OFF, pat, N);
+  netPair_t q;
+  netMakePair(net, &q);
+  int sfd = -1, rfd = -1;
+  uint64_t soff = 0, roff = 0;
+  assert_int_equal(collCudaDmaBufFd(src + OFF, N, &sfd, &soff), collSuccess);
+  assert_int_equal(collCudaDmaBufFd(dst + OFF, N, &rfd, &roff), collSuccess);
+  void *smh = NULL, *rmh = NULL;
+  assert_int_equal(net->regMrDmaBuf(q.send, src + OFF, N, COLL_PTR_CUDA, soff, sfd, &smh), collSuccess);
+  assert_int_equal(net->regMrDmaBuf(q.recv, dst + OFF, N, COLL_PTR_CUDA, roff, rfd, &rmh), collSuccess);
+  /* the fds stay the caller's (still open: ib closed neither); closed now,
+   * the registrations hold */
+  assert_true(fcntl(sfd, F_GETFD) >= 0 && fcntl(rfd, F_GETFD) >= 0);
+  close(sfd), close(rfd);
+  ibFakeStats st0;
+  ibFakeGetStats(&st0);
+  void *s = NULL, *r = NULL;
+  while (!r) assert_int_equal(net->irecv(q.recv, dst + OFF, N, 5, rmh, &r), collSuccess);
+  while (!s) assert_int_equal(net->isend(q.send, src + OFF, N, 5, smh, &s), collSuccess);
+  int sd = 0, rd = 0;
+  size_t got = 0;
+  for (int i = 0; i < 10000000 && (!sd || !rd); i++) {
+    if (!sd) assert_int_equal(net->test(s, &sd, NULL, NULL), collSuccess);
+    if (!rd) assert_int_equal(net->test(r, &rd, &got, NULL), collSuccess);
+  }
+  assert_true(sd && rd);
+  assert_int_equal(got, N);
+  ibFakeStats st1;
+  ibFakeGetStats(&st1);
+  assert_int_equal(st1.regs, st0.regs); /* nothing registered behind our back */
+  cuCopy(back, dst, OFF + N);
+  assert_memory_equal(back + OFF, pat, N);
+  for (size_t i = 0; i < OFF; i++) assert_int_equal(back[i], 0xEE); /* nothing before the buffer */
+  assert_int_equal(net->deregMr(q.send, smh), collSuccess);
+  assert_int_equal(net->deregMr(q.recv, rmh), collSuccess);
+  netClosePair(net, &q);
+  stop();
+  free(pat), free(back);
+  collDevFree(src), collDevFree(dst);
+}
+
+static void test_errors(void** st) {
+  (void)st;
+  NEED_FAKE();
+  assert_int_equal(collCudaLoad(), collSuccess);
+  char* d = devAlloc(N);
+  int fd = -1;
+  uint64_t off = 0;
+  assert_int_equal(collCudaDmaBufFd(d, N, &fd, &off), collSuccess);
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  start(IBFAKE_DMABUF_SUPPORTED, 1);
+  expectRegFails(d, COLL_PTR_CUDA, -1, collInvalidArgument, "ib regMrDmaBuf: bad dma-buf fd -1");
+  expectRegFails(d, COLL_PTR_CUDA, p[0], collInvalidArgument, "on fake0 failed: Bad file descriptor (errno 9): fd is not a dma-buf");
+  expectRegFails(d, COLL_PTR_HOST, fd, collInvalidArgument, "memory type 1; dma-bufs are GPU memory (COLL_PTR_CUDA)");
+  stop();
+  /* COLL_IB_DMABUF=0: no property, and refused */
+  start(IBFAKE_DMABUF_SUPPORTED, 0);
+  assert_int_equal(ptrSupport(), COLL_PTR_HOST);
+  expectRegFails(d, COLL_PTR_CUDA, fd, collInvalidUsage, "regMrDmaBuf not supported: dma-buf registration is off (COLL_IB_DMABUF=0)");
+  stop();
+  /* the HCA's kernel driver lacks dma-buf (the probe's EOPNOTSUPP) */
+  start(IBFAKE_DMABUF_UNSUPPORTED, 1);
+  assert_int_equal(ptrSupport(), COLL_PTR_HOST);
+  expectRegFails(d, COLL_PTR_CUDA, fd, collInvalidUsage,
+                 "regMrDmaBuf not supported on fake0: its kernel driver does not take dma-bufs (EOPNOTSUPP)");
+  stop();
+  /* libibverbs without ibv_reg_dmabuf_mr */
+  start(IBFAKE_DMABUF_ABSENT, 1);
+  assert_int_equal(ptrSupport(), COLL_PTR_HOST);
+  expectRegFails(d, COLL_PTR_CUDA, fd, collInvalidUsage,
+                 "regMrDmaBuf not supported on fake0: libibverbs has no ibv_reg_dmabuf_mr");
+  stop();
+  close(p[0]), close(p[1]), close(fd);
+  collDevFree(d);
+}
+
+/* ---- children: one driver configuration each ---------------------------- */
+
+static int childNoDmaBuf(void) {
+  setenv("FAKECUDA_NO_DMABUF", "1", 1);
+  if (collCudaLoad() != collSuccess || collCudaDmaBufSupported()) return 1;
+  void* d = NULL;
+  if (collDevSetCurrent(0) != collSuccess || collDevAlloc(&d, N) != collSuccess) return 2;
+  int fd = -7;
+  uint64_t off = 0;
+  if (collCudaDmaBufFd(d, N, &fd, &off) != collInvalidUsage || fd != -7 ||
+      !HAS(collGetLastError(NULL), "the CUDA driver does not support it (CUDA_ERROR_NOT_SUPPORTED")) {
+    fprintf(stderr, "export: %s\n", collGetLastError(NULL));
+    return 3;
+  }
+  start(IBFAKE_DMABUF_SUPPORTED, 1);
+  if (ptrSupport() != COLL_PTR_HOST) return 4;
+  expectRegFails(d, COLL_PTR_CUDA, 0, collInvalidUsage, "the CUDA driver exports no dma-bufs in this process");
+  stop();
+  collDevFree(d);
+  return 0;
+}
+static int childNoEntry(void) {
+  setenv("FAKECUDA_MISSING", "cuMemGetHandleForAddressRange", 1);
+  if (collCudaLoad() != collSuccess) { /* an optional entry point: the driver still loads */
+    fprintf(stderr, "load: %s\n", collGetLastError(NULL));
+    return 1;
+  }
+  if (collCudaDmaBufSupported()) return 2;
+  int x = 0, fd = -7;
+  uint64_t off = 0;
+  if (collCudaDmaBufFd(&x, 4, &fd, &off) != collInvalidUsage || !HAS(collGetLastError(NULL), "has no cuMemGetHandleForAddressRange")) {
+    fprintf(stderr, "export: %s\n", collGetLastError(NULL));
+    return 3;
+  }
+  return 0;
+}
+#endif
+
+/* A host-only process: getProperties says host, and loads no CUDA driver. */
+static int childHostOnly(void) {
+  start(IBFAKE_DMABUF_SUPPORTED, 1);
+  if (ptrSupport() != COLL_PTR_HOST) return 1;
+  char buf[4096];
+  expectRegFails(buf, COLL_PTR_CUDA, 0, collInvalidUsage, "regMrDmaBuf not supported on fake0");
+  stop();
+  return collCudaDriverPresent() ? 2 : 0;
+}
+
+static void runChild(const char* mode) {
+  fflush(stdout);
+  pid_t p = fork();
+  assert_true(p >= 0);
+  if (p == 0) {
+    execl("/proc/self/exe", "test_ib_dmabuf", "--child", mode, (char*)NULL);
+    _exit(127);
+  }
+  int s = 0;
+  assert_int_equal(waitpid(p, &s, 0), p);
+  assert_true(WIFEXITED(s));
+  if (WEXITSTATUS(s) != 0) fail_msg("child %s exited with %d", mode, WEXITSTATUS(s));
+}
+
+static void test_host_only(void** st) {
+  (void)st;
+  runChild("host-only");
+}
+#ifdef COLL_HAVE_CUDA
+static void test_driver_without_dmabuf(void** st) {
+  (void)st;
+  NEED_FAKE();
+  runChild("no-dmabuf");
+  runChild("no-entry");
+}
+#endif
+
+int main(int argc, char** argv) {
+  setenv("COLL_SOCKET_IFNAME", "lo", 0);
+#ifdef COLL_HAVE_CUDA
+  setenv("COLL_CUDA_LIBRARY", COLL_FAKECUDA, 1);
+#endif
+  if (argc == 3 && strcmp(argv[1], "--child") == 0) {
+    int rc = 100;
+    if (strcmp(argv[2], "host-only") == 0) rc = childHostOnly();
+#ifdef COLL_HAVE_CUDA
+    if (strcmp(argv[2], "no-dmabuf") == 0) rc = childNoDmaBuf();
+    if (strcmp(argv[2], "no-entry") == 0) rc = childNoEntry();
+#endif
+    return rc;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_host_only),
+#ifdef COLL_HAVE_CUDA
+      cmocka_unit_test(test_export),
+      cmocka_unit_test(test_gpu_to_gpu),
+      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_driver_without_dmabuf),
+#endif
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
