@@ -791,6 +791,17 @@ void ibFakeDmaBuf(int mode) {
 
 void ibFakeUninstall(void) { collIbvSetOps(NULL); }
 
+ibFakeDevSpec ibFakeRxe(const char* name, int host, enum ibv_mtu mtu) {
+  ibFakeDevSpec d;
+  memset(&d, 0, sizeof d);
+  d.name = name;
+  d.guid = 0x0200000000000000ull | (uint64_t)host;
+  d.pci = NULL;
+  d.nports = 1;
+  d.ports[0] = ibFakeRocePort(host, mtu);
+  return d;
+}
+
 ibFakePort ibFakeRocePort(int host, enum ibv_mtu mtu) {
   ibFakePort p;
   memset(&p, 0, sizeof p);

@@ -54,6 +54,8 @@ void ibFakeInstall(const ibFakeDevSpec* devs, int n);
 void ibFakeUninstall(void);
 /* A RoCE port like rxe's on 198.18.0.<host>: GID 0 link-local, 1 IPv4, both "RoCE v2". */
 ibFakePort ibFakeRocePort(int host, enum ibv_mtu mtu);
+/* A device like rxe's: one ibFakeRocePort(host, mtu), guid 0x02..00<host>, no PCI path. */
+ibFakeDevSpec ibFakeRxe(const char* name, int host, enum ibv_mtu mtu);
 /* An InfiniBand port with LID lid (4x EDR). */
 ibFakePort ibFakeIbPort(uint16_t lid, enum ibv_mtu mtu);
 

@@ -41,17 +41,6 @@ static int real; /* COLL_TEST_IB_REAL=1: the machine's device, no fake */
     if (real) skip(); \
   } while (0)
 
-static ibFakeDevSpec rxeLike(const char* name, int host, enum ibv_mtu mtu) {
-  ibFakeDevSpec d;
-  memset(&d, 0, sizeof d);
-  d.name = name;
-  d.guid = 0x0200000000000000ull | (uint64_t)host;
-  d.pci = NULL;
-  d.nports = 1;
-  d.ports[0] = ibFakeRocePort(host, mtu);
-  return d;
-}
-
 /* Installs devs, loads the config, lets tweak() change it, starts. */
 static collResult_t startWith(const ibFakeDevSpec* devs, int n, void (*tweak)(collIbConfig*)) {
   if (!real) ibFakeInstall(devs, n);
@@ -60,7 +49,7 @@ static collResult_t startWith(const ibFakeDevSpec* devs, int n, void (*tweak)(co
   return collIbStart();
 }
 static void start1(void) {
-  ibFakeDevSpec d = rxeLike("fake0", 1, IBV_MTU_1024);
+  ibFakeDevSpec d = ibFakeRxe("fake0", 1, IBV_MTU_1024);
   assert_int_equal(startWith(&d, 1, NULL), collSuccess);
 }
 /* Closes the transport and checks that the fake saw every object released
@@ -435,7 +424,7 @@ static void checkQp(collIbComm* me, collIbComm* peer, int i, enum ibv_mtu mtu, c
 static void test_qp_states_roce(void** st) {
   (void)st;
   FAKE_ONLY();
-  ibFakeDevSpec d[2] = {rxeLike("fake0", 1, IBV_MTU_4096), rxeLike("fake1", 2, IBV_MTU_1024)};
+  ibFakeDevSpec d[2] = {ibFakeRxe("fake0", 1, IBV_MTU_4096), ibFakeRxe("fake1", 2, IBV_MTU_1024)};
   assert_int_equal(startWith(d, 2, tweakQp), collSuccess);
   netPair_t q;
   char handle[COLL_NET_HANDLE_BYTES];
@@ -492,7 +481,7 @@ static void test_qp_states_ib(void** st) {
 static void test_link_layer_mismatch(void** st) {
   (void)st;
   FAKE_ONLY();
-  ibFakeDevSpec d[2] = {rxeLike("fake0", 1, IBV_MTU_1024), rxeLike("fake1", 2, IBV_MTU_1024)};
+  ibFakeDevSpec d[2] = {ibFakeRxe("fake0", 1, IBV_MTU_1024), ibFakeRxe("fake1", 2, IBV_MTU_1024)};
   d[1].ports[0] = ibFakeIbPort(3, IBV_MTU_1024);
   assert_int_equal(startWith(d, 2, NULL), collSuccess);
   char handle[COLL_NET_HANDLE_BYTES];
@@ -519,7 +508,7 @@ static void tweak3(collIbConfig* c) { c->nqps = 3; }
 
 static void test_qps_round_robin(void** st) {
   (void)st;
-  ibFakeDevSpec d = rxeLike("fake0", 1, IBV_MTU_1024);
+  ibFakeDevSpec d = ibFakeRxe("fake0", 1, IBV_MTU_1024);
   assert_int_equal(startWith(&d, 1, tweak3), collSuccess);
   netPair_t q;
   netMakePair(net, &q);
@@ -637,7 +626,7 @@ static void tweakGid5(collIbConfig* c) { c->gidIndex = 5; }
 static void test_gid_choice_routes(void** st) {
   (void)st;
   FAKE_ONLY();
-  ibFakeDevSpec d = rxeLike("fake0", 1, IBV_MTU_1024);
+  ibFakeDevSpec d = ibFakeRxe("fake0", 1, IBV_MTU_1024);
   d.ports[0].gids[0].unroutable = 1;
   assert_int_equal(startWith(&d, 1, tweakGid0), collSuccess);
   netPair_t q;
@@ -671,8 +660,8 @@ static void tweakHca(collIbConfig* c) { c->hca = hcaSpec; }
 static void test_hca_selection(void** st) {
   (void)st;
   FAKE_ONLY();
-  ibFakeDevSpec d[3] = {rxeLike("fake0", 1, IBV_MTU_1024), rxeLike("fake1", 2, IBV_MTU_1024),
-                        rxeLike("fake10", 3, IBV_MTU_1024)};
+  ibFakeDevSpec d[3] = {ibFakeRxe("fake0", 1, IBV_MTU_1024), ibFakeRxe("fake1", 2, IBV_MTU_1024),
+                        ibFakeRxe("fake10", 3, IBV_MTU_1024)};
   d[1].ports[0].state = IBV_PORT_DOWN; /* not ACTIVE: never used */
   d[1].nports = 2;
   d[1].ports[1] = ibFakeRocePort(4, IBV_MTU_1024);
@@ -761,7 +750,7 @@ static void test_registration(void** st) {
   const size_t n = 300000;
   uint8_t* out = malloc(n);
   uint8_t* in = malloc(n);
-  ibFakeDevSpec d = rxeLike("fake0", 1, IBV_MTU_1024);
+  ibFakeDevSpec d = ibFakeRxe("fake0", 1, IBV_MTU_1024);
   assert_int_equal(startWith(&d, 1, tweakCache), collSuccess);
   netPair_t q;
   netMakePair(net, &q);

@@ -44,12 +44,7 @@ static const collNet_t* net = &collNetIb;
 #define HAS(s, sub) (strstr((s), (sub)) != NULL)
 
 static void start(int dmabufMode, int knob) {
-  ibFakeDevSpec d;
-  memset(&d, 0, sizeof d);
-  d.name = "fake0";
-  d.guid = 0x0200000000000001ull;
-  d.nports = 1;
-  d.ports[0] = ibFakeRocePort(1, IBV_MTU_1024);
+  ibFakeDevSpec d = ibFakeRxe("fake0", 1, IBV_MTU_1024);
   ibFakeInstall(&d, 1);
   ibFakeDmaBuf(dmabufMode);
   collIbConfigLoad(&collIbCfg);
@@ -197,13 +192,16 @@ static void test_errors(void** st) {
   assert_int_equal(pipe(p), 0);
   start(IBFAKE_DMABUF_SUPPORTED, 1);
   expectRegFails(d, COLL_PTR_CUDA, -1, collInvalidArgument, "ib regMrDmaBuf: bad dma-buf fd -1");
-  expectRegFails(d, COLL_PTR_CUDA, p[0], collInvalidArgument, "on fake0 failed: Bad file descriptor (errno 9): fd is not a dma-buf");
-  expectRegFails(d, COLL_PTR_HOST, fd, collInvalidArgument, "memory type 1; dma-bufs are GPU memory (COLL_PTR_CUDA)");
+  expectRegFails(d, COLL_PTR_CUDA, p[0], collInvalidArgument,
+                 "on fake0 failed: Bad file descriptor (errno 9): fd is not a dma-buf");
+  expectRegFails(d, COLL_PTR_HOST, fd, collInvalidArgument,
+                 "memory type 1; dma-bufs are GPU memory (COLL_PTR_CUDA)");
   stop();
   /* COLL_IB_DMABUF=0: no property, and refused */
   start(IBFAKE_DMABUF_SUPPORTED, 0);
   assert_int_equal(ptrSupport(), COLL_PTR_HOST);
-  expectRegFails(d, COLL_PTR_CUDA, fd, collInvalidUsage, "regMrDmaBuf not supported: dma-buf registration is off (COLL_IB_DMABUF=0)");
+  expectRegFails(d, COLL_PTR_CUDA, fd, collInvalidUsage,
+                 "regMrDmaBuf not supported: dma-buf registration is off (COLL_IB_DMABUF=0)");
   stop();
   /* the HCA's kernel driver lacks dma-buf (the probe's EOPNOTSUPP) */
   start(IBFAKE_DMABUF_UNSUPPORTED, 1);
@@ -251,7 +249,8 @@ static int childNoEntry(void) {
   if (collCudaDmaBufSupported()) return 2;
   int x = 0, fd = -7;
   uint64_t off = 0;
-  if (collCudaDmaBufFd(&x, 4, &fd, &off) != collInvalidUsage || !HAS(collGetLastError(NULL), "has no cuMemGetHandleForAddressRange")) {
+  if (collCudaDmaBufFd(&x, 4, &fd, &off) != collInvalidUsage ||
+      !HAS(collGetLastError(NULL), "has no cuMemGetHandleForAddressRange")) {
     fprintf(stderr, "export: %s\n", collGetLastError(NULL));
     return 3;
   }

@@ -143,12 +143,7 @@ int main(void) {
   setenv("COLL_SOCKET_IFNAME", "lo", 1);
   unsetenv("COLL_CHUNKSIZE");
   alarm(120);
-  ibFakeDevSpec d;
-  memset(&d, 0, sizeof d);
-  d.name = "fake0";
-  d.guid = 0x0200000000000001ull;
-  d.nports = 1;
-  d.ports[0] = ibFakeRocePort(1, IBV_MTU_1024);
+  ibFakeDevSpec d = ibFakeRxe("fake0", 1, IBV_MTU_1024);
   ibFakeInstall(&d, 1);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_large_one_message_per_channel),
