@@ -154,11 +154,27 @@ static void test_collectives(void** st) {
  * all-reduce of 2 ranks runs over it. */
 static int childV2(void) {
   setenv("COLL_NET_PLUGIN", COLL_NET_EXAMPLE_V2, 1);
+  char log[64];
+  snprintf(log, sizeof log, "/tmp/coll_test_net_plugin_v2.%d.log", (int)getpid());
+  setenv("COLL_DEBUG", "INFO", 1);
+  setenv("COLL_DEBUG_FILE", log, 1);
   const collNet_t* n = NULL;
   if (collNetGetInter(NULL, &n) != collSuccess || strcmp(n->name, "example") != 0 || n->version != COLL_NET_VERSION ||
       n->size != sizeof(collNet_t)) {
     fprintf(stderr, "v2 plugin not loaded as v3: %s\n", collGetLastError(NULL));
+    unlink(log);
     return 1;
+  }
+  /* the INFO line that says it is a v2 plugin */
+  char text[8192] = "";
+  FILE* f = fopen(log, "r");
+  size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+  text[got] = 0;
+  if (f) fclose(f);
+  unlink(log);
+  if (!strstr(text, "is ABI version 2 (collNetPlugin_v2): loaded without regMrDmaBuf")) {
+    fprintf(stderr, "no v2 INFO line in: %s\n", text);
+    return 7;
   }
   void* mh = (void*)1;
   char buf[8];
