@@ -8,8 +8,10 @@
  *  - the probe: supported (EBADF for fd -1), unsupported (EOPNOTSUPP),
  *    ibv_reg_dmabuf_mr absent; getProperties' ptrSupport follows it;
  *  - a message from GPU memory into GPU memory, both registered from
- *    dma-bufs whose fds were closed after registering: the bytes read back
- *    through cuMemcpy are exact;
+ *    dma-bufs whose fds were closed after registering, above and at most
+ *    IB_EAGER (GPU memory never goes eager): the bytes read back through
+ *    cuMemcpy are exact; GPU memory at one end and a small host buffer at
+ *    the other fails on the receiver with a message;
  *  - errors with their messages: bad fd, a fd that is no dma-buf, host
  *    memory type, COLL_IB_DMABUF=0, unsupported HCA, no ibv_reg_dmabuf_mr;
  *  - in child processes: a driver without dma-buf (FAKECUDA_NO_DMABUF), one
@@ -78,7 +80,7 @@ static void expectRegFails(void* data, int type, int fd, collResult_t code, cons
 }
 
 #ifdef COLL_HAVE_CUDA
-enum { N = 100000, OFF = 4096 + 24 }; /* above IB_EAGER: the sender RDMA-writes into the receive buffer */
+enum { N = 100000, OFF = 4096 + 24 };
 
 static int haveFake(void) { return access(COLL_FAKECUDA, R_OK) == 0; }
 #define NEED_FAKE()                                                      \
@@ -125,30 +127,32 @@ static void test_export(void** st) {
   collDevFree(d);
 }
 
-/* GPU buffer -> GPU buffer, both registered from dma-bufs; exact bytes. */
-static void test_gpu_to_gpu(void** st) {
-  (void)st;
+/* GPU buffer -> GPU buffer of n bytes, both registered from dma-bufs;
+ * exact bytes. At most IB_EAGER too: GPU memory never goes eager (the fake
+ * CUDA driver's memory is PROT_NONE where the process sees it, so a host
+ * copy through the eager slots would crash). */
+static void gpuToGpu(size_t n) {
   NEED_FAKE();
   assert_int_equal(collCudaLoad(), collSuccess);
   start(IBFAKE_DMABUF_SUPPORTED, 1);
   assert_int_equal(ptrSupport(), COLL_PTR_HOST | COLL_PTR_CUDA | COLL_PTR_DMABUF);
-  char* src = devAlloc(OFF + N);
-  char* dst = devAlloc(OFF + N);
-  unsigned char* pat = malloc(N);
-  unsigned char* back = malloc(OFF + N);
-  for (size_t i = 0; i < N; i++) pat[i] = (unsigned char)(i * 7 + 3);
-  memset(back, 0xEE, OFF + N);
-  cuCopy(dst, back, OFF + N); /* the receive buffer's guard bytes */
-  cuCopy(src + OFF, pat, N);
+  char* src = devAlloc(OFF + n);
+  char* dst = devAlloc(OFF + n);
+  unsigned char* pat = malloc(n);
+  unsigned char* back = malloc(OFF + n);
+  for (size_t i = 0; i < n; i++) pat[i] = (unsigned char)(i * 7 + 3);
+  memset(back, 0xEE, OFF + n);
+  cuCopy(dst, back, OFF + n); /* the receive buffer's guard bytes */
+  cuCopy(src + OFF, pat, n);
   netPair_t q;
   netMakePair(net, &q);
   int sfd = -1, rfd = -1;
   uint64_t soff = 0, roff = 0;
-  assert_int_equal(collCudaDmaBufFd(src + OFF, N, &sfd, &soff), collSuccess);
-  assert_int_equal(collCudaDmaBufFd(dst + OFF, N, &rfd, &roff), collSuccess);
+  assert_int_equal(collCudaDmaBufFd(src + OFF, n, &sfd, &soff), collSuccess);
+  assert_int_equal(collCudaDmaBufFd(dst + OFF, n, &rfd, &roff), collSuccess);
   void *smh = NULL, *rmh = NULL;
-  assert_int_equal(net->regMrDmaBuf(q.send, src + OFF, N, COLL_PTR_CUDA, soff, sfd, &smh), collSuccess);
-  assert_int_equal(net->regMrDmaBuf(q.recv, dst + OFF, N, COLL_PTR_CUDA, roff, rfd, &rmh), collSuccess);
+  assert_int_equal(net->regMrDmaBuf(q.send, src + OFF, n, COLL_PTR_CUDA, soff, sfd, &smh), collSuccess);
+  assert_int_equal(net->regMrDmaBuf(q.recv, dst + OFF, n, COLL_PTR_CUDA, roff, rfd, &rmh), collSuccess);
   /* the fds stay the caller's (still open: ib closed neither); closed now,
    * the registrations hold */
   assert_true(fcntl(sfd, F_GETFD) >= 0 && fcntl(rfd, F_GETFD) >= 0);
@@ -156,8 +160,8 @@ static void test_gpu_to_gpu(void** st) {
   ibFakeStats st0;
   ibFakeGetStats(&st0);
   void *s = NULL, *r = NULL;
-  while (!r) assert_int_equal(net->irecv(q.recv, dst + OFF, N, 5, rmh, &r), collSuccess);
-  while (!s) assert_int_equal(net->isend(q.send, src + OFF, N, 5, smh, &s), collSuccess);
+  while (!r) assert_int_equal(net->irecv(q.recv, dst + OFF, n, 5, rmh, &r), collSuccess);
+  while (!s) assert_int_equal(net->isend(q.send, src + OFF, n, 5, smh, &s), collSuccess);
   int sd = 0, rd = 0;
   size_t got = 0;
   for (int i = 0; i < 10000000 && (!sd || !rd); i++) {
@@ -165,12 +169,12 @@ static void test_gpu_to_gpu(void** st) {
     if (!rd) assert_int_equal(net->test(r, &rd, &got, NULL), collSuccess);
   }
   assert_true(sd && rd);
-  assert_int_equal(got, N);
+  assert_int_equal(got, n);
   ibFakeStats st1;
   ibFakeGetStats(&st1);
   assert_int_equal(st1.regs, st0.regs); /* nothing registered behind our back */
-  cuCopy(back, dst, OFF + N);
-  assert_memory_equal(back + OFF, pat, N);
+  cuCopy(back, dst, OFF + n);
+  assert_memory_equal(back + OFF, pat, n);
   for (size_t i = 0; i < OFF; i++) assert_int_equal(back[i], 0xEE); /* nothing before the buffer */
   assert_int_equal(net->deregMr(q.send, smh), collSuccess);
   assert_int_equal(net->deregMr(q.recv, rmh), collSuccess);
@@ -178,6 +182,54 @@ static void test_gpu_to_gpu(void** st) {
   stop();
   free(pat), free(back);
   collDevFree(src), collDevFree(dst);
+}
+static void test_gpu_to_gpu(void** st) {
+  (void)st;
+  gpuToGpu(100000); /* above IB_EAGER: RDMA write into the receive buffer */
+  gpuToGpu(IB_EAGER);
+  gpuToGpu(1);
+}
+
+/* One end GPU memory, the other a small host buffer: the receiver fails with
+ * a message (no host copy touches GPU memory, no hang). gpuSends: the sender
+ * has GPU memory (its request-to-send reaches a host receive that sends no
+ * CTS); else a host sender's eager message reaches a GPU receive. */
+static void mismatch(int gpuSends, const char* want) {
+  NEED_FAKE();
+  assert_int_equal(collCudaLoad(), collSuccess);
+  start(IBFAKE_DMABUF_SUPPORTED, 1);
+  enum { M = 256 };
+  char* d = devAlloc(M);
+  char host[M];
+  memset(host, 1, sizeof host);
+  netPair_t q;
+  netMakePair(net, &q);
+  int fd = -1;
+  uint64_t off = 0;
+  assert_int_equal(collCudaDmaBufFd(d, M, &fd, &off), collSuccess);
+  void* mh = NULL;
+  assert_int_equal(net->regMrDmaBuf(gpuSends ? q.send : q.recv, d, M, COLL_PTR_CUDA, off, fd, &mh), collSuccess);
+  close(fd);
+  void *s = NULL, *r = NULL;
+  while (!r) assert_int_equal(net->irecv(q.recv, gpuSends ? host : d, M, 5, gpuSends ? NULL : mh, &r), collSuccess);
+  while (!s) assert_int_equal(net->isend(q.send, gpuSends ? d : host, M, 5, gpuSends ? mh : NULL, &s), collSuccess);
+  int sd = 0, rd = 0;
+  collResult_t rr = collSuccess;
+  for (int i = 0; i < 10000000 && rr == collSuccess && !rd; i++) {
+    if (!sd) assert_int_equal(net->test(s, &sd, NULL, NULL), collSuccess);
+    rr = net->test(r, &rd, NULL, NULL);
+  }
+  assert_int_equal(rr, collRemoteError);
+  if (!HAS(collGetLastError(NULL), want)) fail_msg("receiver: \"%s\", want \"%s\"", collGetLastError(NULL), want);
+  assert_int_equal(net->deregMr(gpuSends ? q.send : q.recv, mh), collSuccess);
+  netClosePair(net, &q);
+  stop();
+  collDevFree(d);
+}
+static void test_gpu_host_mismatch(void** st) {
+  (void)st;
+  mismatch(1, "256 bytes of GPU memory (dma-buf) for a host buffer of 256 bytes");
+  mismatch(0, "256 bytes of host memory came eagerly for a GPU buffer (dma-buf)");
 }
 
 static void test_errors(void** st) {
@@ -314,6 +366,7 @@ int main(int argc, char** argv) {
 #ifdef COLL_HAVE_CUDA
       cmocka_unit_test(test_export),
       cmocka_unit_test(test_gpu_to_gpu),
+      cmocka_unit_test(test_gpu_host_mismatch),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_driver_without_dmabuf),
 #endif

@@ -222,7 +222,8 @@ static void issueSends(collIbComm* c, int* progressed) {
     int q = (int)(k % (uint64_t)c->nqps);
     int cts = c->ctsSeen[k % IB_DEPTH] == k + 1;
     if (r->state == IB_REQ_POSTED) {
-      if (r->size <= IB_EAGER && sizeof(collIbRec) + r->size <= c->dev->maxMsg && (cts || k < c->consumed + IB_DEPTH)) {
+      int eager = !r->direct && sizeof(collIbRec) + r->size <= c->dev->maxMsg;
+      if (eager && (cts || k < c->consumed + IB_DEPTH)) {
         if (c->sqFree[q] < 1) return;
         char* st = c->ctrl + IB_DEPTH * sizeof(collIbCts) + (size_t)(k % IB_DEPTH) * IB_SLOT;
         collIbRec* h = (collIbRec*)st;
@@ -249,7 +250,7 @@ static void issueSends(collIbComm* c, int* progressed) {
       if (!cts) {
         /* larger than a slot: tell a receiver that may have posted a small
          * buffer (it sends no CTS for one) what is coming, then wait */
-        if (r->size > IB_EAGER && !r->rtsSent && k < c->consumed + IB_DEPTH && c->sqFree[q] >= 1 &&
+        if (!eager && !r->rtsSent && k < c->consumed + IB_DEPTH && c->sqFree[q] >= 1 &&
             collTimeNow() > r->postedAt + IB_RTS_DELAY_S) {
           collIbRts* t = rtsEntry(c, k);
           memset(t, 0, sizeof *t);
@@ -311,7 +312,7 @@ static void postCts(collIbComm* c, int* progressed) {
   while (c->err == collSuccess && c->issued < c->posted) {
     uint64_t k = c->issued;
     collIbReq* r = &c->reqs[k % IB_DEPTH];
-    if (r->seq != k || r->state != IB_REQ_POSTED || c->recSeen[k % IB_DEPTH] == k + 1 || r->size <= IB_EAGER) {
+    if (r->seq != k || r->state != IB_REQ_POSTED || c->recSeen[k % IB_DEPTH] == k + 1 || !r->direct) {
       c->issued++; /* arrived eagerly already, or will (small): no CTS */
       continue;
     }
@@ -319,11 +320,11 @@ static void postCts(collIbComm* c, int* progressed) {
     if (c->sqFree[q] < 1) return;
     collIbCts* e = ctsEntry(c, k);
     memset(e, 0, sizeof *e);
-    e->addr = r->size > IB_EAGER ? (uint64_t)(uintptr_t)r->data : 0;
+    e->addr = (uint64_t)(uintptr_t)r->data;
     e->size = r->size;
     e->tag = r->tag;
     e->consumed = c->consumed; /* a bonus: the sender drops stale entries, so only credit writes count */
-    e->rkey = r->size > IB_EAGER ? r->dstKey : 0;
+    e->rkey = r->dstKey;
     e->seq = (uint32_t)(k + 1);
     if (postWrite(c, q, WRID(k, q, IB_WR_CTS), e, sizeof *e, c->ctrlMr->lkey, c->remAddr + (k % IB_DEPTH) * sizeof *e,
                   c->remKey, (int64_t)(k & IB_IMM_SEQ)) != collSuccess)
@@ -360,6 +361,12 @@ static void finishRecv(collIbComm* c, collIbReq* r) {
                  (unsigned long long)h->size, c->peerDesc);
       return;
     }
+    if (r->gpu) {
+      collIbFail(c, collRemoteError,
+                 "ib: message from %s: %llu bytes of host memory came eagerly for a GPU buffer (dma-buf); both ends "
+                 "of a connection must pass GPU memory, or neither", c->peerDesc, (unsigned long long)h->size);
+      return;
+    }
     if (h->size) memcpy(r->data, (const char*)h + sizeof *h, h->size);
   } else if (!(h->flags & IB_REC_DIRECT)) {
     collIbFail(c, collRemoteError, "ib: protocol error: record flags %u from %s", h->flags, c->peerDesc);
@@ -384,6 +391,13 @@ static void finishRecvs(collIbComm* c, int* progressed) {
     } else if (c->rtsSeen[k % IB_DEPTH] == k + 1 && rtsEntry(c, k)->size > r->size) {
       c->errTag = rtsEntry(c, k)->tag;
       collIbFail(c, collRemoteError, "ib: message from %s: peer sent %llu bytes, receiver posted %zu", c->peerDesc,
+                 (unsigned long long)rtsEntry(c, k)->size, r->size);
+      *progressed = 1;
+    } else if (c->rtsSeen[k % IB_DEPTH] == k + 1 && !r->direct) {
+      c->errTag = rtsEntry(c, k)->tag;
+      collIbFail(c, collRemoteError,
+                 "ib: message from %s: %llu bytes of GPU memory (dma-buf) for a host buffer of %zu bytes, which takes "
+                 "small messages eagerly; both ends of a connection must pass GPU memory, or neither", c->peerDesc,
                  (unsigned long long)rtsEntry(c, k)->size, r->size);
       *progressed = 1;
     }
@@ -482,14 +496,13 @@ static collResult_t post(collIbComm* c, int isSend, void* data, size_t size, uin
   r->data = data;
   r->size = size;
   r->tag = tag;
-  if (!isSend && size > IB_EAGER) { /* the sender writes straight into the buffer */
-    collResult_t e = regBuf(c, r, mhandle);
-    if (e != collSuccess) return e;
-  } else if (isSend && mhandle && size > IB_EAGER) {
+  r->gpu = mhandle && (((const collRegEntry*)mhandle)->access & IB_REG_DMABUF);
+  r->direct = size > IB_EAGER || r->gpu;
+  if (r->direct && (!isSend || mhandle)) { /* a receive: the sender writes straight into the buffer */
     collResult_t e = regBuf(c, r, mhandle);
     if (e != collSuccess) return e;
   }
-  if (isSend && size > IB_EAGER) r->postedAt = collTimeNow();
+  if (isSend && r->direct) r->postedAt = collTimeNow();
   r->state = IB_REQ_POSTED;
   c->posted++;
   if (!isSend) c->newArrivals = 1; /* its record may be there already (eager) */

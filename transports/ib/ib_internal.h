@@ -39,6 +39,14 @@
  *    credit, writes a request-to-send {size} into slot k of the receiver's RTS array
  *    (immediate k | IB_IMM_RTS): a receiver that posted a small buffer (and
  *    so sends no CTS) fails at once with the sizes instead of waiting.
+ * GPU memory (an mhandle of regMrDmaBuf) never goes eager, whatever its size:
+ * no host code may read or write it, so it is "direct" as a message larger
+ * than IB_EAGER: the receiver sends a CTS for it and the sender RDMA-writes
+ * from it once the CTS came. Both ends must agree (the engine gives GPU
+ * memory to both ends of a connection or to neither); where they do not, the
+ * receiver fails instead of copying: an eager record arriving for a GPU
+ * buffer, or a request-to-send for a small host buffer (the sender has GPU
+ * memory and waits for a CTS that a small host receive never sends).
  * Both sides are little-endian hosts of the same ABI (checked by magic).
  */
 #ifndef COLL_TRANSPORT_IB_INTERNAL_H_
@@ -261,6 +269,8 @@ typedef struct collIbReq {
   size_t off;   /* send: payload bytes already posted (direct) */
   int tooBig;   /* send: larger than the posted buffer */
   int rtsSent;  /* send: a request-to-send went out for it */
+  int direct;   /* by RDMA write into the posted buffer after a CTS: above IB_EAGER, or GPU memory */
+  int gpu;      /* the buffer is GPU memory (a dma-buf mhandle): never touched by host code */
   double postedAt; /* send: when it was posted (for IB_RTS_DELAY_S) */
   uint64_t dstAddr;
   uint32_t dstKey;
