@@ -451,9 +451,9 @@ static int writesInFlight(const collIbComm* c) {
 void collIbDrain(collIbComm* c, double sec) {
   double end = collTimeNow() + sec;
   int prog = 0;
-  if (c->isSend && atomic_load_explicit(&c->state, memory_order_acquire) == IB_CONNECTED) markTails(c);
   while (c->isSend && c->err == collSuccess && atomic_load_explicit(&c->state, memory_order_acquire) == IB_CONNECTED &&
          writesInFlight(c) > 0 && collTimeNow() < end) {
+    markTails(c); /* again once a full queue has room */
     pollCq(c, &prog);
     if (writesInFlight(c) > 0) sched_yield();
   }
@@ -476,8 +476,8 @@ static void checkPeer(collIbComm* c, double now) {
       return;
     }
     c->goneAt = now;
-    markTails(c); /* completes once the peer's QP acknowledged what came before */
   }
+  markTails(c); /* completes once the peer's QP acknowledged what came before */
   int prog = 0;
   collIbProgress(c, &prog);
   if (c->err == collSuccess && (writesInFlight(c) == 0 || now > c->goneAt + IB_GONE_GRACE_S))
