@@ -52,16 +52,20 @@ bw() { # FLAGS SIZE: the client's summary line (guest 0 serves, guest 1 or a loc
   wait
 }
 # coll_bench NAME ARGS: one rank here (two guests) or -np 2; "-y 1" in ARGS
-# (blocking calls on the NULL stream) writes coll_NAME_blocking.R
+# (blocking calls on the NULL stream) writes coll_NAME_blocking.R; with
+# BENCH_A the same again with that build, into coll_A_NAME...
 coll_bench() {
-  local name=$1 SUF=""; shift
+  local name=$1 SUF="" b p; shift
   case " $* " in *" -y 1 "*) SUF=_blocking ;; esac
-  if [ "$NODES" = 2 ]; then
-    env $IB RANK=$N WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=198.18.0.1 MASTER_PORT=$((17300 + PORTK++ * 2)) \
-      timeout 900 "$B/benchmarks/$name" "$@" > "$O/coll_${name%_perf}$SUF.$r" 2>&1
-  else
-    env $IB timeout 900 "$B/benchmarks/$name" -np 2 "$@" > "$O/coll_${name%_perf}$SUF.$r" 2>&1
-  fi
+  for b in $B $BENCH_A; do
+    p=coll_; [ "$b" = "$B" ] || p=coll_A_
+    if [ "$NODES" = 2 ]; then
+      env $IB RANK=$N WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=198.18.0.1 MASTER_PORT=$((17300 + PORTK++ * 2)) \
+        timeout 900 "$b/benchmarks/$name" "$@" > "$O/$p${name%_perf}$SUF.$r" 2>&1
+    else
+      env $IB timeout 900 "$b/benchmarks/$name" -np 2 "$@" > "$O/$p${name%_perf}$SUF.$r" 2>&1
+    fi
+  done
 }
 gloo_bench() { # ALGO FILE
   if [ "$NODES" = 2 ]; then

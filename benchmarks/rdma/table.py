@@ -89,32 +89,43 @@ def fp(pair, fmt="%.1f"):
 
 uni, bi = link()
 sr, srbad, srn = collect("coll_sendrecv")
+sra, srabad, sran = collect("coll_A_sendrecv")  # run.sh -A: a second coll build
 print("### Point to point over rxe (2 ranks, %s; best of %d rounds, median in parentheses)\n" % (where, srn))
 print("MB/s = 10^6 bytes/s. `ib_write_bw -b` and coll's `sendrecv_perf` both move data both ways at once")
 print("(rank r sends to r+1 and receives from r-1); the percentage compares their totals.\n")
-print("| size | ib_write_bw | ib_write_bw -b (both ways) | coll sendrecv (both ways) | coll / ib_write_bw -b |")
-print("|---:|---:|---:|---:|---:|")
-for s in sorted(set(uni) | set(bi) | set(sr)):
-    c = (2 * s / sr[s][0], 2 * s / sr[s][1]) if s in sr else None  # bytes per us = MB/s, two directions
+acol = " coll-A sendrecv (both ways) | coll-A / ib_write_bw -b |" if sran else ""
+print("| size | ib_write_bw | ib_write_bw -b (both ways) | coll sendrecv (both ways) | coll / ib_write_bw -b |" + acol)
+print("|---:|---:|---:|---:|---:|" + ("---:|---:|" if sran else ""))
+
+
+def sr_cells(tab, s):
+    c = (2 * s / tab[s][0], 2 * s / tab[s][1]) if s in tab else None  # bytes per us = MB/s, two directions
     pct = 100.0 * c[0] / bi[s][0] if c and bi.get(s) else None
-    print("| %s | %s | %s | %s | %s |" % (size_str(s), fp(uni.get(s)), fp(bi.get(s)), fp(c), f(pct, "%.0f%%")))
-if srbad:
-    print("\n%d sendrecv rows failed their check and were left out." % srbad)
+    return " %s | %s |" % (fp(c), f(pct, "%.0f%%"))
+
+
+for s in sorted(set(uni) | set(bi) | set(sr) | set(sra)):
+    print("| %s | %s | %s |" % (size_str(s), fp(uni.get(s)), fp(bi.get(s))) + sr_cells(sr, s) +
+          (sr_cells(sra, s) if sran else ""))
+for label, n in (("sendrecv", srbad), ("coll-A sendrecv", srabad)):
+    if n:
+        print("\n%d %s rows failed their check and were left out." % (n, label))
 
 # coll twice: on a stream (nccl-tests' default: the call is handed to the
 # stream's thread, the benchmark synchronizes) and blocking on the NULL stream
 # (-y 1: the call runs in the caller's thread), which is what the peers'
 # blocking calls measure
 peers = [("coll (ib, stream)", "coll_allreduce"), ("coll (ib, blocking)", "coll_allreduce_blocking"),
+         ("coll-A (ib, stream)", "coll_A_allreduce"), ("coll-A (ib, blocking)", "coll_A_allreduce_blocking"),
          ("Open MPI 4.1 + UCX rc", "ompi_ucx_allreduce"),
          ("Gloo ibverbs ring", "gloo_ib_ring"), ("Gloo ibverbs halving-doubling", "gloo_ib_hd")]
-NCOLL = 2
+NCOLL = 4
 data = [(label,) + collect(name) for label, name in peers]
 data = [d for i, d in enumerate(data) if i >= NCOLL or d[3] > 0 or i == 0]
 ncoll = sum(1 for d in data if d[0].startswith("coll"))
 print("\n### All-reduce, float32 sum, 2 ranks, %s (time per call in us, out-of-place; best of the rounds, median in parentheses)\n" % where)
 print("| size | " + " | ".join(d[0] for d in data) + " | " +
-      " | ".join("%s / best peer" % d[0].replace("coll (ib, ", "coll ").replace("coll (ib)", "coll").rstrip(")")
+      " | ".join("%s / best peer" % re.sub(r" \(ib, (\w+)\)", r" \1", d[0])
                  for d in data[:ncoll]) + " |")
 print("|---:|" + "---:|" * (len(data) + ncoll))
 sizes = sorted(set().union(*[set(d[1]) for d in data]))

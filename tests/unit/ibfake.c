@@ -166,6 +166,7 @@ static void sendWc(fakeQp* q, const fakeOp* op, enum ibv_wc_status st) {
   wc.opcode = IBV_WC_RDMA_WRITE;
   wc.qp_num = q->qp.qp_num;
   wc.vendor_err = st == IBV_WC_SUCCESS ? 0 : 0x81;
+  if (st == IBV_WC_SUCCESS && op->signaled) fakeSt.sendCqes++;
   if (st != IBV_WC_SUCCESS || op->signaled) cqPush(q->scq, &wc);
   if (st != IBV_WC_SUCCESS) qpToError(q);
 }

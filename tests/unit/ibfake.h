@@ -92,6 +92,7 @@ typedef struct {
   uint64_t maxWrite;          /* largest single write in bytes */
   uint64_t rnr;               /* write-with-imm retried: no receive posted */
   uint64_t cqEvents, acks;    /* completion events raised / acknowledged */
+  uint64_t sendCqes;          /* successful send completions queued (signaled WRs) */
   int liveQps, liveMrs, liveCqs;
   char violation[256];        /* first misuse of the verbs API seen ("" if none) */
 } ibFakeStats;

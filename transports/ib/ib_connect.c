@@ -219,7 +219,6 @@ static collResult_t newComm(collIbDev* d, int isSend, int nqps, int sock, collIb
       r = collSetError(collSystemError, "ib: ibv_create_qp on %s failed: %s", d->name, strerror(errno));
       goto fail;
     }
-    c->sqFree[i] = IB_SQ_DEPTH;
     if (qpInit(c, i) != 0) {
       r = collSetError(collSystemError, "ib: QP %u on %s:%d to INIT failed: %s", c->qp[i]->qp_num, d->name,
                        d->port, strerror(errno));

@@ -2,9 +2,13 @@
  * ib_data.c - the data path of the ib transport (protocol: ib_internal.h).
  *
  * Requests live in a ring of IB_DEPTH slots per comm, indexed by message
- * number. Every work request is signaled (each send-queue slot comes back
- * with its completion; no unsignaled-WR bookkeeping), so a send's last
- * completion, of its record, means all its RDMA writes were placed. Receive
+ * number. Send WRs are signaled only where the completion is awaited (the
+ * record of a send written into the posted buffer: its completion means all
+ * the message's RDMA writes were placed) and at least every IB_SIG_EVERY-th
+ * of a QP (a completion covers the WRs before it, which frees their send
+ * queue slots): on one core, rxe's completion work and the wake-ups of a
+ * sleeping rank for completions nobody waits for took the core from the
+ * ranks (an unsignaled WR that fails still completes, in error). Receive
  * WRs (no buffer: they only take immediates) are reposted as they complete.
  * test() polls the CQ (ibv_poll_cq, the classic API: rdma-core before v55
  * loses completions of rxe with the extended one) and moves every message of
@@ -23,7 +27,8 @@
 #include "ib_internal.h"
 #include "misc/log.h"
 
-#define WRID(seq, q, kind) (((uint64_t)(seq) << 16) | ((uint64_t)(q) << 8) | (uint64_t)(kind))
+#define WRID(seq, q, kind) ((((uint64_t)(seq) & IB_WR_SEQ) << 24) | ((uint64_t)(q) << 4) | (uint64_t)(kind))
+#define IB_WR_SEQ ((1ull << 40) - 1)
 #define REG_ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE)
 
 static collIbCts* ctsEntry(collIbComm* c, uint64_t k) { return (collIbCts*)c->ctrl + k % IB_DEPTH; }
@@ -73,17 +78,23 @@ int collIbPostRecvs(collIbComm* c, int i, int n) {
   return 0;
 }
 
-/* One signaled RDMA write (with immediate when imm >= 0). */
+/* Send queue slots of QP q not taken by WRs posted and not known complete. */
+static int sqRoom(const collIbComm* c, int q) { return IB_SQ_DEPTH - (int)(c->sqPosted[q] - c->sqDone[q]); }
+
+/* One RDMA write (with immediate when imm >= 0), signaled when sig is set or
+ * IB_SIG_EVERY - 1 unsignaled ones precede it; the wr_id carries the QP's
+ * send count after it. */
 static collResult_t postWrite(collIbComm* c, int q, uint64_t wrid, void* src, size_t len, uint32_t lkey,
-                              uint64_t raddr, uint32_t rkey, int64_t imm) {
+                              uint64_t raddr, uint32_t rkey, int64_t imm, int sig) {
   struct ibv_sge sge = {(uint64_t)(uintptr_t)src, (uint32_t)len, lkey};
   struct ibv_send_wr wr, *bad = NULL;
   memset(&wr, 0, sizeof wr);
-  wr.wr_id = wrid;
+  sig = sig || c->sqUnsig[q] + 1 >= IB_SIG_EVERY;
+  wr.wr_id = wrid | (((c->sqPosted[q] + 1) & 0xffff) << 8);
   wr.sg_list = len ? &sge : NULL;
   wr.num_sge = len ? 1 : 0;
   wr.opcode = imm >= 0 ? IBV_WR_RDMA_WRITE_WITH_IMM : IBV_WR_RDMA_WRITE;
-  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.send_flags = sig ? IBV_SEND_SIGNALED : 0;
   if (imm >= 0) wr.imm_data = htonl((uint32_t)imm);
   wr.wr.rdma.remote_addr = raddr;
   wr.wr.rdma.rkey = rkey;
@@ -91,8 +102,17 @@ static collResult_t postWrite(collIbComm* c, int q, uint64_t wrid, void* src, si
   if (e != 0)
     return collIbFail(c, collSystemError, "ib: ibv_post_send on QP %u (%s:%d) to %s failed: %s", c->qp[q]->qp_num,
                       c->dev->name, c->dev->port, c->peerDesc, strerror(e));
-  c->sqFree[q]--;
+  c->sqPosted[q]++;
+  c->sqUnsig[q] = sig ? 0 : c->sqUnsig[q] + 1;
   return collSuccess;
+}
+
+/* A signaled zero-byte write (no immediate: the peer sees nothing) on every
+ * QP whose last WRs were unsignaled, so that writesInFlight can reach 0. */
+static void markTails(collIbComm* c) {
+  for (int q = 0; q < c->nqps && c->err == collSuccess; q++)
+    if (c->sqUnsig[q] > 0 && sqRoom(c, q) >= 1)
+      postWrite(c, q, WRID(c->sqPosted[q], q, IB_WR_MARK), NULL, 0, 0, c->remAddr, c->remKey, -1, 1);
 }
 
 static void releaseReg(collIbComm* c, collIbReq* r) {
@@ -127,12 +147,12 @@ static collResult_t regBuf(collIbComm* c, collIbReq* r, void* mhandle) {
 static const char* wrWhat(int kind) {
   return kind == IB_WR_DATA ? "RDMA write of message" : kind == IB_WR_REC ? "record write of message"
        : kind == IB_WR_CTS ? "clear-to-send write for message" : kind == IB_WR_RTS ? "request-to-send for message"
-       : "receive";
+       : kind == IB_WR_MARK ? "completion marker write at send" : "receive";
 }
 
 static void handleWc(collIbComm* c, const struct ibv_wc* wc, int* progressed) {
-  int kind = (int)(wc->wr_id & 0xff), q = (int)((wc->wr_id >> 8) & 0xff);
-  uint64_t seq = wc->wr_id >> 16;
+  int kind = (int)(wc->wr_id & 0xf), q = (int)((wc->wr_id >> 4) & 0xf);
+  uint64_t seq = wc->wr_id >> 24;
   if (q >= c->nqps) q = 0;
   if (wc->status != IBV_WC_SUCCESS) {
     if (c->err != collSuccess) return; /* flushed behind the first failure */
@@ -146,10 +166,13 @@ static void handleWc(collIbComm* c, const struct ibv_wc* wc, int* progressed) {
   }
   *progressed = 1;
   if (kind != IB_WR_RECV) {
-    c->sqFree[q]++;
+    /* the QP's send count after this WR, from its low 16 bits (fewer than
+     * IB_SQ_DEPTH WRs are outstanding) */
+    uint64_t done = c->sqPosted[q] - ((c->sqPosted[q] - (wc->wr_id >> 8)) & 0xffff);
+    if (done > c->sqDone[q]) c->sqDone[q] = done;
     if (kind == IB_WR_REC) {
       collIbReq* r = &c->reqs[seq % IB_DEPTH];
-      if (r->state == IB_REQ_ISSUED && r->seq == seq) {
+      if (r->state == IB_REQ_ISSUED && (r->seq & IB_WR_SEQ) == seq) {
         r->state = IB_REQ_DONE;
         releaseReg(c, r);
       }
@@ -224,7 +247,7 @@ static void issueSends(collIbComm* c, int* progressed) {
     if (r->state == IB_REQ_POSTED) {
       int eager = !r->direct && sizeof(collIbRec) + r->size <= c->dev->maxMsg;
       if (eager && (cts || k < c->consumed + IB_DEPTH)) {
-        if (c->sqFree[q] < 1) return;
+        if (sqRoom(c, q) < 1) return;
         char* st = c->ctrl + IB_DEPTH * sizeof(collIbCts) + (size_t)(k % IB_DEPTH) * IB_SLOT;
         collIbRec* h = (collIbRec*)st;
         memset(h, 0, sizeof *h);
@@ -234,7 +257,7 @@ static void issueSends(collIbComm* c, int* progressed) {
         h->flags = IB_REC_EAGER;
         if (r->size) memcpy(st + sizeof *h, r->data, r->size);
         if (postWrite(c, q, WRID(k, q, IB_WR_REC), st, sizeof *h + r->size, c->ctrlMr->lkey,
-                      c->remAddr + (k % IB_DEPTH) * IB_SLOT, c->remKey, (int64_t)(k & IB_IMM_SEQ)) != collSuccess)
+                      c->remAddr + (k % IB_DEPTH) * IB_SLOT, c->remKey, (int64_t)(k & IB_IMM_SEQ), 0) != collSuccess)
           return;
         /* done now: the payload is in the staging slot, which no later
          * message reuses before this one left it (message k + IB_DEPTH needs
@@ -250,7 +273,7 @@ static void issueSends(collIbComm* c, int* progressed) {
       if (!cts) {
         /* larger than a slot: tell a receiver that may have posted a small
          * buffer (it sends no CTS for one) what is coming, then wait */
-        if (!eager && !r->rtsSent && k < c->consumed + IB_DEPTH && c->sqFree[q] >= 1 &&
+        if (!eager && !r->rtsSent && k < c->consumed + IB_DEPTH && sqRoom(c, q) >= 1 &&
             collTimeNow() > r->postedAt + IB_RTS_DELAY_S) {
           collIbRts* t = rtsEntry(c, k);
           memset(t, 0, sizeof *t);
@@ -259,7 +282,7 @@ static void issueSends(collIbComm* c, int* progressed) {
           t->tag = r->tag;
           if (postWrite(c, q, WRID(k, q, IB_WR_RTS), t, sizeof *t, c->ctrlMr->lkey,
                         c->remAddr + IB_DEPTH * (uint64_t)IB_SLOT + (k % IB_DEPTH) * sizeof *t, c->remKey,
-                        (int64_t)((k & IB_IMM_SEQ) | IB_IMM_RTS)) != collSuccess)
+                        (int64_t)((k & IB_IMM_SEQ) | IB_IMM_RTS), 0) != collSuccess)
             return;
           r->rtsSent = 1;
           *progressed = 1;
@@ -280,16 +303,16 @@ static void issueSends(collIbComm* c, int* progressed) {
     }
     /* IB_REQ_DATA: payload in pieces of at most the port's max message size */
     while (!r->tooBig && r->off < r->size) {
-      if (c->sqFree[q] < 2) return; /* one stays for the record */
+      if (sqRoom(c, q) < 2) return; /* one stays for the record */
       size_t n = r->size - r->off;
       if (n > c->dev->maxMsg) n = c->dev->maxMsg;
       if (postWrite(c, q, WRID(k, q, IB_WR_DATA), r->data + r->off, n, r->lkey, r->dstAddr + r->off, r->dstKey,
-                    -1) != collSuccess)
+                    -1, 0) != collSuccess)
         return;
       r->off += n;
       *progressed = 1;
     }
-    if (c->sqFree[q] < 1) return;
+    if (sqRoom(c, q) < 1) return;
     char* st = c->ctrl + IB_DEPTH * sizeof(collIbCts) + (size_t)(k % IB_DEPTH) * IB_SLOT;
     collIbRec* h = (collIbRec*)st;
     memset(h, 0, sizeof *h);
@@ -298,7 +321,7 @@ static void issueSends(collIbComm* c, int* progressed) {
     h->seq = (uint32_t)k;
     h->flags = r->tooBig ? IB_REC_TOOBIG : IB_REC_DIRECT;
     if (postWrite(c, q, WRID(k, q, IB_WR_REC), st, sizeof *h, c->ctrlMr->lkey, c->remAddr + (k % IB_DEPTH) * IB_SLOT,
-                  c->remKey, (int64_t)(k & IB_IMM_SEQ)) != collSuccess)
+                  c->remKey, (int64_t)(k & IB_IMM_SEQ), 1) != collSuccess)
       return;
     r->state = IB_REQ_ISSUED;
     c->issued++;
@@ -317,7 +340,7 @@ static void postCts(collIbComm* c, int* progressed) {
       continue;
     }
     int q = (int)(k % (uint64_t)c->nqps);
-    if (c->sqFree[q] < 1) return;
+    if (sqRoom(c, q) < 1) return;
     collIbCts* e = ctsEntry(c, k);
     memset(e, 0, sizeof *e);
     e->addr = (uint64_t)(uintptr_t)r->data;
@@ -327,7 +350,7 @@ static void postCts(collIbComm* c, int* progressed) {
     e->rkey = r->dstKey;
     e->seq = (uint32_t)(k + 1);
     if (postWrite(c, q, WRID(k, q, IB_WR_CTS), e, sizeof *e, c->ctrlMr->lkey, c->remAddr + (k % IB_DEPTH) * sizeof *e,
-                  c->remKey, (int64_t)(k & IB_IMM_SEQ)) != collSuccess)
+                  c->remKey, (int64_t)(k & IB_IMM_SEQ), 0) != collSuccess)
       return;
     c->issued++;
     *progressed = 1;
@@ -337,11 +360,11 @@ static void postCts(collIbComm* c, int* progressed) {
 /* Reports the consumed count once it moved half a window past the last
  * report (a zero-byte write: its immediate carries the count). */
 static void sendCredit(collIbComm* c, int* progressed) {
-  if (c->err != collSuccess || c->consumed < c->lastReported + IB_DEPTH / 2 || c->sqFree[0] < 1 ||
+  if (c->err != collSuccess || c->consumed < c->lastReported + IB_DEPTH / 2 || sqRoom(c, 0) < 1 ||
       atomic_load_explicit(&c->state, memory_order_acquire) != IB_CONNECTED)
     return;
   if (postWrite(c, 0, WRID(c->consumed, 0, IB_WR_CTS), NULL, 0, 0, c->remAddr, c->remKey,
-                (int64_t)((c->consumed & IB_IMM_SEQ) | IB_IMM_CREDIT)) != collSuccess)
+                (int64_t)((c->consumed & IB_IMM_SEQ) | IB_IMM_CREDIT), 0) != collSuccess)
     return;
   c->lastReported = c->consumed;
   *progressed = 1;
@@ -435,7 +458,7 @@ void collIbArm(collIbComm* c, int* progressed) {
 
 static int writesInFlight(const collIbComm* c) {
   int n = 0;
-  for (int i = 0; i < c->nqps; i++) n += IB_SQ_DEPTH - c->sqFree[i];
+  for (int i = 0; i < c->nqps; i++) n += IB_SQ_DEPTH - sqRoom(c, i);
   return n;
 }
 
@@ -444,6 +467,7 @@ void collIbDrain(collIbComm* c, double sec) {
   int prog = 0;
   while (c->isSend && c->err == collSuccess && atomic_load_explicit(&c->state, memory_order_acquire) == IB_CONNECTED &&
          writesInFlight(c) > 0 && collTimeNow() < end) {
+    markTails(c); /* again once a full queue has room */
     pollCq(c, &prog);
     if (writesInFlight(c) > 0) sched_yield();
   }
@@ -467,6 +491,7 @@ static void checkPeer(collIbComm* c, double now) {
     }
     c->goneAt = now;
   }
+  markTails(c); /* completes once the peer's QP acknowledged what came before */
   int prog = 0;
   collIbProgress(c, &prog);
   if (c->err == collSuccess && (writesInFlight(c) == 0 || now > c->goneAt + IB_GONE_GRACE_S))

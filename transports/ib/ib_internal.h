@@ -73,6 +73,7 @@
 #define IB_MAX_DEVS 64    /* (HCA, port) pairs */
 #define IB_MAX_GIDS 128   /* GID table entries examined per port */
 #define IB_SQ_DEPTH (4 * IB_DEPTH)  /* send WRs per QP */
+#define IB_SIG_EVERY (IB_SQ_DEPTH / 8) /* at least every this many send WRs of a QP one is signaled */
 #define IB_RQ_DEPTH (2 * IB_DEPTH)  /* receive WRs per QP (immediates) */
 #define IB_HANDSHAKE_S 10.0 /* an incoming connection must send its info within this */
 #define IB_CHECK_S 0.02     /* how often a waiting comm looks at its side channel */
@@ -255,8 +256,9 @@ const char* collIbGidStr(const uint8_t* gid, char* buf, size_t len);
 enum { IB_CONNECTING = 0, IB_WAIT_READY, IB_CONNECTED };
 enum { IB_REQ_FREE = 0, IB_REQ_POSTED, IB_REQ_DATA, IB_REQ_ISSUED, IB_REQ_DONE };
 
-/* wr_id: seq << 16 | qp index << 8 | kind */
-enum { IB_WR_DATA = 1, IB_WR_REC, IB_WR_CTS, IB_WR_RECV, IB_WR_RTS };
+/* wr_id: message number (low 40 bits) << 24 | the QP's send count after
+ * this WR (low 16 bits) << 8 | qp index << 4 | kind (ib_data.c) */
+enum { IB_WR_DATA = 1, IB_WR_REC, IB_WR_CTS, IB_WR_RECV, IB_WR_RTS, IB_WR_MARK };
 
 typedef struct collIbReq {
   struct collIbComm* comm;
@@ -287,7 +289,13 @@ typedef struct collIbComm {
   _Atomic int state;
   int nqps;
   struct ibv_qp* qp[IB_MAX_QPS];
-  int sqFree[IB_MAX_QPS];
+  /* send queues: WRs posted, and how many of them are known complete (a
+   * signaled completion covers every WR posted before it on its QP); only
+   * every IB_SIG_EVERY-th WR and those whose completion is awaited are
+   * signaled, so sqUnsig counts the unsignaled ones since the last signaled */
+  uint64_t sqPosted[IB_MAX_QPS];
+  uint64_t sqDone[IB_MAX_QPS];
+  int sqUnsig[IB_MAX_QPS];
   struct ibv_cq* cq;
   _Atomic int armed;
   /* control memory, one registration, IB_DEPTH entries of each:
