@@ -79,12 +79,12 @@ static void test_reuse_and_remap(void** st) {
   const size_t B = 256 << 10;
   char* buf = mapFresh(NULL, B);
   void* t1 = NULL;
-  void* h1 = collEngineReg(&C, 1, &tcomm, buf, B, &t1);
+  void* h1 = collEngineReg(&C, 1, &tcomm, buf, B, COLL_MEM_HOST, &t1);
   assert_non_null(h1);
   collEngineRegDone(&C, 1, &t1);
   assert_null(t1);
   void* t2 = NULL;
-  void* h2 = collEngineReg(&C, 1, &tcomm, buf + 4096, 64 << 10, &t2); /* a part of it */
+  void* h2 = collEngineReg(&C, 1, &tcomm, buf + 4096, 64 << 10, COLL_MEM_HOST, &t2); /* a part of it */
   collEngineRegDone(&C, 1, &t2);
   collEngineRegStats s;
   collEngineRegGetStats(&C, &s);
@@ -103,7 +103,7 @@ static void test_reuse_and_remap(void** st) {
   /* freed and mapped again at the same address: new pages */
   assert_ptr_equal(mapFresh(buf, B), buf);
   void* t3 = NULL;
-  void* h3 = collEngineReg(&C, 1, &tcomm, buf, B, &t3);
+  void* h3 = collEngineReg(&C, 1, &tcomm, buf, B, COLL_MEM_HOST, &t3);
   assert_non_null(h3);
   assert_ptr_not_equal(h3, h1);
   assert_int_equal(regs, 2);
@@ -112,10 +112,10 @@ static void test_reuse_and_remap(void** st) {
   /* one page in the middle replaced: seen on a request that covers it... */
   mapFresh(buf + 8 * 4096, 4096);
   void* t4 = NULL;
-  collEngineReg(&C, 1, &tcomm, buf, 32 << 10, &t4); /* pages 0-7: untouched, a hit */
+  collEngineReg(&C, 1, &tcomm, buf, 32 << 10, COLL_MEM_HOST, &t4); /* pages 0-7: untouched, a hit */
   collEngineRegDone(&C, 1, &t4);
   assert_int_equal(regs, 2);
-  collEngineReg(&C, 1, &tcomm, buf + 4096, 64 << 10, &t4); /* covers page 8 */
+  collEngineReg(&C, 1, &tcomm, buf + 4096, 64 << 10, COLL_MEM_HOST, &t4); /* covers page 8 */
   collEngineRegDone(&C, 1, &t4);
   assert_int_equal(regs, 3);
   assert_int_equal(deregs, 2);
@@ -136,12 +136,12 @@ static void test_in_flight(void** st) {
   const size_t B = 64 << 10;
   char* buf = mapFresh(NULL, B);
   void* t1 = NULL;
-  void* h1 = collEngineReg(&C, 1, &tcomm, buf, B, &t1);
+  void* h1 = collEngineReg(&C, 1, &tcomm, buf, B, COLL_MEM_HOST, &t1);
   /* a refused post retried: the same handle, no second reference */
-  assert_ptr_equal(collEngineReg(&C, 1, &tcomm, buf, B, &t1), h1);
+  assert_ptr_equal(collEngineReg(&C, 1, &tcomm, buf, B, COLL_MEM_HOST, &t1), h1);
   mapFresh(buf, B);
   void* t2 = NULL;
-  void* h2 = collEngineReg(&C, 1, &tcomm, buf, B, &t2);
+  void* h2 = collEngineReg(&C, 1, &tcomm, buf, B, COLL_MEM_HOST, &t2);
   assert_ptr_not_equal(h2, h1);
   assert_int_equal(live, 2);
   collEngineRegDone(&C, 1, &t1);
@@ -160,11 +160,11 @@ static void test_forget(void** st) {
   const size_t B = 64 << 10;
   char* buf = mapFresh(NULL, B);
   void* t = NULL;
-  collEngineReg(&C, 1, &tcomm, buf, B, &t);
+  collEngineReg(&C, 1, &tcomm, buf, B, COLL_MEM_HOST, &t);
   collEngineRegDone(&C, 1, &t);
   collEngineRegForget(&C, buf + B - 1, 1); /* any overlap */
   assert_int_equal(live, 0);
-  collEngineReg(&C, 1, &tcomm, buf, B, &t);
+  collEngineReg(&C, 1, &tcomm, buf, B, COLL_MEM_HOST, &t);
   collEngineRegDone(&C, 1, &t);
   assert_int_equal(regs, 2);
   collEngineRegFree(&C);
@@ -178,11 +178,11 @@ static void test_none(void** st) {
   setup();
   static char small[16384];
   void* t = NULL;
-  assert_null(collEngineReg(&C, 1, &tcomm, small, sizeof small, &t));
+  assert_null(collEngineReg(&C, 1, &tcomm, small, sizeof small, COLL_MEM_HOST, &t));
   assert_null(t);
   C.netReg[1] = 0;
   char* buf = mapFresh(NULL, 1 << 20);
-  assert_null(collEngineReg(&C, 1, &tcomm, buf, 1 << 20, &t));
+  assert_null(collEngineReg(&C, 1, &tcomm, buf, 1 << 20, COLL_MEM_HOST, &t));
   assert_null(t);
   assert_int_equal(regs, 0);
   assert_null(C.reg);
