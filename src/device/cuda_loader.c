@@ -228,6 +228,17 @@ static void collCudaLoadOnce(void) {
   }
   COLL_CUDA_SYMBOLS(COLL_CUDA_GET)
 #undef COLL_CUDA_GET
+#define COLL_CUDA_GET_OPTIONAL(name)                                                                  \
+  {                                                                                                  \
+    void* p = NULL;                                                                                  \
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;                        \
+    r = getProc(#name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &st);                          \
+    if (r != CUDA_SUCCESS || st != CU_GET_PROC_ADDRESS_SUCCESS) p = NULL;                            \
+    if (!p) COLL_INFO(COLL_SUB_INIT, "CUDA: the driver has no %s (optional; its feature is off)", #name); \
+    memcpy(&collCudaFns.pfn_##name, &p, sizeof p);                                                   \
+  }
+  COLL_CUDA_OPTIONAL_SYMBOLS(COLL_CUDA_GET_OPTIONAL)
+#undef COLL_CUDA_GET_OPTIONAL
   collCudaVersion = v;
   atomic_store(&collCudaReady, 1);
   collCudaLoadErr = collSuccess;

@@ -86,9 +86,15 @@ int collCudaDriverVersion(void);
   X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity)                \
   X(cuMemRetainAllocationHandle) X(cuDeviceCanAccessPeer)
 
+/* Entry points a driver may lack: a driver without them still loads, and
+ * their pointer in the table stays NULL (callers check it first).
+ * cuMemGetHandleForAddressRange (CUDA 11.7+): dma-buf export (dmabuf.h). */
+#define COLL_CUDA_OPTIONAL_SYMBOLS(X) X(cuMemGetHandleForAddressRange)
+
 #define COLL_CUDA_PFN(name) __typeof__(name)* pfn_##name;
 typedef struct {
   COLL_CUDA_SYMBOLS(COLL_CUDA_PFN)
+  COLL_CUDA_OPTIONAL_SYMBOLS(COLL_CUDA_PFN)
 } collCudaTable;
 #undef COLL_CUDA_PFN
 

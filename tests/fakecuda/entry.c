@@ -72,6 +72,7 @@ static void fkInit(void) {
   fkCfg.noMemOps = fkEnvInt("FAKECUDA_NO_MEMOPS", 0);
   fkCfg.noPeer = fkEnvInt("FAKECUDA_NO_PEER", 0);
   fkCfg.noFd = fkEnvInt("FAKECUDA_NO_FD", 0);
+  fkCfg.noDmaBuf = fkEnvInt("FAKECUDA_NO_DMABUF", 0);
   fkCfg.delayUs = fkEnvInt("FAKECUDA_DELAY_US", 0);
   fkCfg.version = fkEnvInt("FAKECUDA_VERSION", CUDA_VERSION);
   fkCfg.verbose = fkEnvInt("FAKECUDA_VERBOSE", 0);
@@ -209,7 +210,7 @@ typedef void (*fkAnyFn)(void);
 static const struct {
   const char* name;
   fkAnyFn fn;
-} fkTable[] = {COLL_CUDA_SYMBOLS(FK_ROW)};
+} fkTable[] = {COLL_CUDA_SYMBOLS(FK_ROW) COLL_CUDA_OPTIONAL_SYMBOLS(FK_ROW)};
 #undef FK_ROW
 
 FK_EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags,

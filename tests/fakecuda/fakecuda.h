@@ -19,6 +19,9 @@
  *   FAKECUDA_NO_MEMOPS=1    no stream memory operations (cuStreamWaitValue32 says NOT_SUPPORTED)
  *   FAKECUDA_NO_PEER=1      cuDeviceCanAccessPeer answers 0 and no device maps another's memory
  *   FAKECUDA_NO_FD=1        devices cannot export memory as POSIX file descriptors
+ *   FAKECUDA_NO_DMABUF=1    no dma-buf export: CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0 and
+ *                           cuMemGetHandleForAddressRange says NOT_SUPPORTED (FAKECUDA_MISSING=
+ *                           cuMemGetHandleForAddressRange: a driver without the entry point)
  *   FAKECUDA_DELAY_US=d     every stream operation starts d us late
  *   FAKECUDA_FAIL=e:k[:r][,e:k[:r]...]  the k-th call of entry e (e.g. cuMemAlloc) returns
  *                           CUresult r (default OUT_OF_MEMORY for allocations, LAUNCH_FAILED
@@ -47,13 +50,14 @@
 /* Every entry point: fk_<name> has the type <cuda.h> gives <name>. */
 #define FK_DECL(name) extern __typeof__(name) fk_##name;
 COLL_CUDA_SYMBOLS(FK_DECL)
+COLL_CUDA_OPTIONAL_SYMBOLS(FK_DECL)
 #undef FK_DECL
 
 #define FK_MAX_DEVS 16
 
 /* ---- configuration (entry.c) -------------------------------------------- */
 typedef struct {
-  int devices, sms, noMemOps, noPeer, noFd, delayUs, version, verbose;
+  int devices, sms, noMemOps, noPeer, noFd, noDmaBuf, delayUs, version, verbose;
   size_t memBytes;
   char pci[FK_MAX_DEVS][16];
   char missing[64];
@@ -115,6 +119,7 @@ typedef struct {
   unsigned readMask, writeMask; /* FK_MEM_VMM: devices cuMemSetAccess allowed */
   struct fkAlloc* alloc;        /* FK_MEM_VMM: the physical allocation */
   unsigned long long id;        /* buffer id */
+  int fd;                       /* FK_MEM_DEVICE: the memfd behind it (a dma-buf export dups it), else -1 */
 } fkRegion;
 
 /* The region table: read-locked while a worker uses a translated address. */

@@ -8,6 +8,9 @@
  * asked for, so a copy or kernel that runs past it is a fault even inside
  * the last page. cuMemHostAlloc: ordinary host memory, registered as pinned
  * (the device pointer is the host pointer, as with unified addressing).
+ * cuMemGetHandleForAddressRange exports a whole cuMemAlloc allocation as a
+ * "dma-buf": a dup of its memfd, so whoever maps it (the fake HCA,
+ * tests/unit/ibfake.c) sees the device memory.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -91,11 +94,11 @@ CUresult fk_cuMemAlloc(CUdeviceptr* dptr, size_t bytes) {
     dv = mmap(NULL, map, PROT_NONE, MAP_SHARED, fd, 0);
     al = mmap(NULL, map, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   }
-  if (fd >= 0) close(fd);
-  fkRegion r = {(uintptr_t)dv, bytes, al, FK_MEM_DEVICE, dev, 0, 0, NULL, 0};
+  fkRegion r = {(uintptr_t)dv, bytes, al, FK_MEM_DEVICE, dev, 0, 0, NULL, 0, fd}; /* fd: kept for dma-buf exports */
   if (dv == MAP_FAILED || al == MAP_FAILED || fkRegionAdd(&r) != 0) {
     if (dv != MAP_FAILED) munmap(dv, map);
     if (al != MAP_FAILED) munmap(al, map);
+    if (fd >= 0) close(fd);
     pthread_rwlock_unlock(&fkRegLock);
     return fkFail(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc of %zu bytes: %s", bytes, strerror(errno));
   }
@@ -122,6 +125,7 @@ CUresult fk_cuMemFree(CUdeviceptr d) {
   if (gone != 0) return CUDA_ERROR_INVALID_VALUE; /* freed twice at once */
   munmap((void*)r.base, fkPages(r.size));
   munmap(r.alias, fkPages(r.size));
+  close(r.fd); /* dma-bufs exported from it are dups: they keep the pages */
   return CUDA_SUCCESS;
 }
 
@@ -135,7 +139,7 @@ CUresult fk_cuMemHostAlloc(void** pp, size_t bytes, unsigned int flags) {
   if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   void* p = mmap(NULL, fkPages(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-  fkRegion r = {(uintptr_t)p, bytes, p, FK_MEM_HOST, dev, 0, 0, NULL, 0};
+  fkRegion r = {(uintptr_t)p, bytes, p, FK_MEM_HOST, dev, 0, 0, NULL, 0, -1};
   pthread_rwlock_wrlock(&fkRegLock);
   int rc = fkRegionAdd(&r);
   pthread_rwlock_unlock(&fkRegLock);
@@ -217,5 +221,28 @@ CUresult fk_cuPointerGetAttributes(unsigned int n, CUpointer_attribute* attrs, v
       default: return fkFail(CUDA_ERROR_INVALID_VALUE, "cuPointerGetAttributes: attribute %d not modelled", attrs[i]);
     }
   }
+  return CUDA_SUCCESS;
+}
+
+/* A dma-buf of [d, d + size): only whole cuMemAlloc allocations from their
+ * start (the fd's offset 0 is d), size page-aligned and within the pages of
+ * the allocation, as the driver asks (host page alignment). */
+CUresult fk_cuMemGetHandleForAddressRange(void* handle, CUdeviceptr d, size_t size, CUmemRangeHandleType type,
+                                          unsigned long long flags) {
+  FK_ENTER("cuMemGetHandleForAddressRange");
+  if (!handle || type != CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (fkCfg.noDmaBuf) return fkFail(CUDA_ERROR_NOT_SUPPORTED, "cuMemGetHandleForAddressRange: FAKECUDA_NO_DMABUF");
+  size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+  pthread_rwlock_rdlock(&fkRegLock);
+  fkRegion* f = fkRegionFind((uintptr_t)d);
+  int ok = f && f->kind == FK_MEM_DEVICE && f->base == (uintptr_t)d && size && size % pg == 0 &&
+           size <= fkPages(f->size);
+  int fd = ok ? dup(f->fd) : -1;
+  pthread_rwlock_unlock(&fkRegLock);
+  if (!ok)
+    return fkFail(CUDA_ERROR_INVALID_VALUE, "cuMemGetHandleForAddressRange(%p, %zu): not a page-aligned range from "
+                  "the start of a cuMemAlloc allocation", (void*)d, size);
+  if (fd < 0) return fkFail(CUDA_ERROR_OUT_OF_MEMORY, "cuMemGetHandleForAddressRange: dup: %s", strerror(errno));
+  *(int*)handle = fd;
   return CUDA_SUCCESS;
 }

@@ -225,7 +225,7 @@ CUresult fk_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAl
   }
   void* dv = mmap((void*)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, a->fd, (off_t)offset);
   void* al = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, (off_t)offset);
-  fkRegion r = {(uintptr_t)ptr, size, al, FK_MEM_VMM, a->dev, 0, 0, a, 0};
+  fkRegion r = {(uintptr_t)ptr, size, al, FK_MEM_VMM, a->dev, 0, 0, a, 0, -1};
   if (dv == MAP_FAILED || al == MAP_FAILED || fkRegionAdd(&r) != 0) {
     if (al != MAP_FAILED) munmap(al, size);
     mmap((void*)ptr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);

@@ -1,0 +1,40 @@
+/*
+ * dmabuf.h - GPU memory exported as a Linux dma-buf, so a NIC registers it
+ * directly (collNet_t.regMrDmaBuf, COLL_PTR_DMABUF) instead of staging it
+ * through pinned host memory. The CUDA side of NCCL's dma-buf path:
+ * CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED and cuMemGetHandleForAddressRange
+ * (an optional driver entry point, cuda_loader.h). Never run on a GPU here:
+ * tested on the fake driver (tests/fakecuda).
+ */
+#ifndef COLL_DEVICE_DMABUF_H_
+#define COLL_DEVICE_DMABUF_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll.h"
+
+/* 1 when GPU memory of this process can be exported as dma-bufs: the CUDA
+ * driver is mapped in the process already (collCudaDriverPresent; nothing
+ * is loaded for a host-only program, where no pointer is device memory),
+ * it loads, it has cuMemGetHandleForAddressRange, and every device reports
+ * CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED. 0 otherwise (also without CUDA in
+ * the build). Decided once the driver is mapped; thread-safe. */
+int collCudaDmaBufSupported(void);
+
+/* Exports the allocation holding [ptr, ptr + size) (bytes; device memory of
+ * cuMemAlloc / cudaMalloc, or a fully mapped cuMemAddressReserve range) as a
+ * dma-buf: as NCCL does, the exported range starts at the allocation's base
+ * (cuMemGetAddressRange) and ends at ptr + size rounded up to the host page
+ * size; *fd gets the dma-buf and *offset = ptr - base, the range's offset
+ * in it (what regMrDmaBuf takes). The caller owns *fd and closes it (a
+ * registration made from it keeps its own reference). Errors:
+ * collInvalidArgument (NULL fd/offset/ptr, size 0, the range is not inside
+ * one CUDA allocation), collInvalidUsage (no dma-buf export here: built
+ * without CUDA, no driver, the driver lacks cuMemGetHandleForAddressRange
+ * or says CUDA_ERROR_NOT_SUPPORTED), collSystemError (another driver
+ * failure, named); each with a message. *fd and *offset are untouched on
+ * error. Thread-safe. */
+collResult_t collCudaDmaBufFd(const void* ptr, size_t size, int* fd, uint64_t* offset);
+
+#endif
