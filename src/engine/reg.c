@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "device/cuda_loader.h"
 #include "device/dmabuf.h"
 #include "engine/regcache.h"
 #include "misc/log.h"
@@ -85,6 +86,21 @@ int collEngineRegFramesReadable(void) {
   return pmReadable;
 }
 
+/* The CUDA allocation holding ptr: [*base, *base + *size). */
+static collResult_t devAllocation(const void* ptr, uintptr_t* base, size_t* size) {
+#ifdef COLL_HAVE_CUDA
+  CUdeviceptr b = 0;
+  CUresult cr = COLL_CU(cuMemGetAddressRange)(&b, size, (CUdeviceptr)(uintptr_t)ptr);
+  if (cr != CUDA_SUCCESS)
+    return collCudaError(cr, "engine: the GPU allocation of a buffer to register (cuMemGetAddressRange)");
+  *base = (uintptr_t)b;
+  return collSuccess;
+#else
+  (void)ptr, (void)base, (void)size;
+  return collSetError(collInvalidUsage, "engine: device memory in a build without CUDA");
+#endif
+}
+
 /* Registers device memory [addr, addr + len) on the slot's transport:
  * with COLL_PTR_DMABUF through regMrDmaBuf and a dma-buf fd of the range
  * from the CUDA driver (collCudaDmaBufFd; closed here once registered),
@@ -100,6 +116,12 @@ static collResult_t regDevice(collComm_t comm, int slot, void* tcomm, void* addr
     if (r != collSuccess) return r;
     R->ptrSupport[slot] = p.ptrSupport | COLL_PTR_HOST;
   }
+  /* the cache asks for whole pages; the allocation may end inside the last one */
+  uintptr_t base = 0;
+  size_t asz = 0;
+  collResult_t ar = devAllocation(addr, &base, &asz);
+  if (ar != collSuccess) return ar;
+  if ((uintptr_t)addr + len > base + asz) len = base + asz - (uintptr_t)addr;
   if (!(R->ptrSupport[slot] & COLL_PTR_DMABUF) || !collCudaDmaBufSupported()) {
     collResult_t r = net->regMr(tcomm, addr, len, COLL_PTR_CUDA, mh);
     if (r == collSuccess) R->cudaRegs++;
@@ -207,6 +229,17 @@ void* collEngineReg(collComm_t comm, int peer, void* tcomm, const void* ptr, siz
     }
   }
   R->ctx[slot][dev].tcomm = tcomm;
+  if (dev) { /* the whole allocation, registered once (a user buffer, the engine's scratch) */
+    uintptr_t base = 0;
+    size_t asz = 0;
+    if (devAllocation(ptr, &base, &asz) != collSuccess) {
+      collSetError(collSystemError, "rank %d: registering GPU memory at %p for rank %d: %s", comm->rank, ptr, peer,
+                   collLastErrorMessage());
+      return NULL;
+    }
+    ptr = (const void*)base;
+    bytes = asz;
+  }
   collRegEntry* e = NULL;
   for (int attempt = 0; attempt < 2; attempt++) {
     if (collRegCacheGet(R->cache[slot][dev], ptr, bytes, 1, &e) != 0) {
