@@ -57,25 +57,13 @@ int main(void) {
 }
 #else
 
-enum { AR, AG, RS, BC, RD, NFN };
-static const char* fnName[NFN] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce"};
+enum { AR = DEV_AR, AG = DEV_AG, RS = DEV_RS, BC = DEV_BC, RD = DEV_RD, NFN = DEV_NCOLL };
 static const size_t sizes[] = {1, 1031, 5000};
 enum { NSIZES = sizeof sizes / sizeof sizes[0] };
 static const collDataType_t types[] = {collInt8, collInt32, collUint64, collFloat32, collFloat64};
 enum { NTYPES = sizeof types / sizeof types[0] };
 
 static int noGpu, stagedAll; /* set before the fork: the last rank's NIC lacks GPU support; every call staged */
-
-static collResult_t issue(int fn, const void* send, void* recv, size_t count, collDataType_t t, collRedOp_t op,
-                          int root, collComm_t comm, collStream_t st) {
-  switch (fn) {
-    case AR: return collAllReduce(send, recv, count, t, op, comm, st);
-    case AG: return collAllGather(send, recv, count, t, comm, st);
-    case RS: return collReduceScatter(send, recv, count, t, op, comm, st);
-    case BC: return collBroadcast(send, recv, count, t, root, comm, st);
-    default: return collReduce(send, recv, count, t, op, root, comm, st);
-  }
-}
 
 /* The plugin's counter `name` (it is loaded already: COLL_NET_PLUGIN). */
 static uint64_t pluginCounter(const char* name) {
@@ -131,15 +119,15 @@ static int runBody(collComm_t unused, int rank, int n, void* arg) {
           devCopy(dr, hr, maxBytes);
           if (!ip) devCopy(ds, hs, sElems * es);
           calls++;
-          if (issue(fn, in, hr + rOff, c, dt, op, root, comm, NULL) != collSuccess) {
-            fprintf(stderr, "rank %d: host %s: %s\n", rank, fnName[fn], collGetLastError(NULL));
+          if (devIssue(fn, in, hr + rOff, c, dt, op, root, comm, NULL) != collSuccess) {
+            fprintf(stderr, "rank %d: host %s: %s\n", rank, devCollName(fn), collGetLastError(NULL));
             return fails + 1;
           }
-          collResult_t r = issue(fn, dsend, drecv, c, dt, op, root, comm, cs);
+          collResult_t r = devIssue(fn, dsend, drecv, c, dt, op, root, comm, cs);
           if (r == collSuccess && COLL_CU(cuStreamSynchronize)(us) != CUDA_SUCCESS) r = collSystemError;
           if (r == collSuccess) r = collStreamQuery(cs);
           if (r != collSuccess) {
-            fprintf(stderr, "rank %d: device %s %s %s count %zu %s: %s\n", rank, fnName[fn], kTypeNames[dt],
+            fprintf(stderr, "rank %d: device %s %s %s count %zu %s: %s\n", rank, devCollName(fn), kTypeNames[dt],
                     kOpNames[op], c, ip ? "in place" : "out of place", collGetLastError(NULL));
             return fails + 1;
           }
@@ -150,7 +138,7 @@ static int runBody(collComm_t unused, int rank, int n, void* arg) {
             size_t i = 0;
             while (out[from + i] == hr[from + i]) i++;
             fprintf(stderr, "rank %d of %d: %s %s %s count %zu %s: byte %zu differs: device 0x%02x host 0x%02x\n",
-                    rank, n, fnName[fn], kTypeNames[dt], kOpNames[op], c, ip ? "in place" : "out of place", i,
+                    rank, n, devCollName(fn), kTypeNames[dt], kOpNames[op], c, ip ? "in place" : "out of place", i,
                     (unsigned char)out[from + i], (unsigned char)hr[from + i]);
             fails++;
           }
@@ -259,18 +247,9 @@ static int deadBody(collComm_t unused, int rank, int n, void* arg) {
   return fails;
 }
 
-/* A child probes the driver: the parent must not load CUDA before forking. */
-static int probe(void) {
-  pid_t pid = fork();
-  if (pid == 0) _exit(devSetup(0) ? 0 : DEV_SKIP);
-  int st = 0;
-  if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return 1;
-  return WEXITSTATUS(st);
-}
-
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "run";
-  int pr = probe();
+  int pr = devProbe();
   if (pr) return pr;
   if (strcmp(mode, "dead") == 0) {
     int rc = collMpRunRaw(4, 120, deadBody, NULL, NULL);
