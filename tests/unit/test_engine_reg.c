@@ -8,6 +8,10 @@
  * transports that need no registration get none, and freeing the state
  * releases everything. Where page frames are not readable (no
  * CAP_SYS_ADMIN) the default is one registration per message: checked too.
+ * GPU memory (test_device_memory, run by fakecuda.engine_reg_dev on the fake
+ * driver; skipped without a driver): registered per allocation at any size
+ * through regMrDmaBuf (the dma-buf fd closed after), apart from host
+ * entries, regMr(COLL_PTR_CUDA) without COLL_PTR_DMABUF, a refusal an error.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,11 +22,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/comm.h"
+#include "device/cuda_loader.h"
+#include "device/devexec.h"
 #include "engine/reg.h"
+#include "misc/log.h"
 
 static int regs, deregs, live;
 
@@ -190,8 +198,120 @@ static void test_none(void** st) {
   munmap(buf, 1 << 20);
 }
 
+#ifdef COLL_HAVE_CUDA
+/* ---- GPU memory (fakecuda.engine_reg_dev: the fake driver) ---------------- */
+static int ptrSupport, dmabufRegs, cudaRegs, dmabufFail, lastFd = -1;
+static uint64_t lastOff;
+static size_t lastSize;
+
+static collResult_t devProps(int dev, collNetProperties_t* p) {
+  (void)dev;
+  memset(p, 0, sizeof *p);
+  p->ptrSupport = ptrSupport;
+  return collSuccess;
+}
+static collResult_t devRegMr(void* comm, void* data, size_t size, int ptrType, void** mh) {
+  (void)comm, (void)data;
+  if (ptrType == COLL_PTR_HOST) return cntReg(comm, data, size, ptrType, mh);
+  assert_int_equal(ptrType, COLL_PTR_CUDA);
+  cudaRegs++;
+  live++;
+  lastSize = size;
+  *mh = (void*)(uintptr_t)(0x9000 + cudaRegs);
+  return collSuccess;
+}
+static collResult_t devRegDmaBuf(void* comm, void* data, size_t size, int ptrType, uint64_t off, int fd, void** mh) {
+  (void)comm, (void)data;
+  assert_int_equal(ptrType, COLL_PTR_CUDA);
+  assert_true(fcntl(fd, F_GETFD) >= 0); /* open while registering */
+  if (dmabufFail) return collSetError(collSystemError, "test: the NIC refused the dma-buf");
+  dmabufRegs++;
+  live++;
+  lastFd = fd;
+  lastOff = off;
+  lastSize = size;
+  *mh = (void*)(uintptr_t)(0x5000 + dmabufRegs);
+  return collSuccess;
+}
+static const collNet_t devNet = {.name = "gpunic", .getProperties = devProps, .regMr = devRegMr,
+                                 .deregMr = cntDereg, .regMrDmaBuf = devRegDmaBuf};
+
+static int devReady(void) {
+  if (collCudaLoad() != collSuccess || collDevSetCurrent(0) != collSuccess) {
+    print_message("skipped: no CUDA driver (fakecuda.engine_reg_dev runs this on the fake): %s\n",
+                  collGetLastError(NULL));
+    return 0;
+  }
+  return 1;
+}
+
+/* GPU memory: registered whole (the allocation, clipped to its end) at any
+ * size, through regMrDmaBuf with a dma-buf fd closed afterwards, once per
+ * allocation; apart from host entries of the same addresses; regMr with
+ * COLL_PTR_CUDA where the device has no COLL_PTR_DMABUF; a refused
+ * registration is an error (NULL, message), never a silent fallback. */
+static void test_device_memory(void** st) {
+  (void)st;
+  if (!devReady()) skip();
+  setup();
+  C.nets[1] = &devNet;
+  ptrSupport = COLL_PTR_HOST | COLL_PTR_CUDA | COLL_PTR_DMABUF;
+  dmabufRegs = cudaRegs = dmabufFail = 0;
+  const size_t B = 10000; /* not a whole number of pages */
+  CUdeviceptr d = 0;
+  assert_int_equal(COLL_CU(cuMemAlloc)(&d, B), CUDA_SUCCESS);
+  char* p = (char*)(uintptr_t)d;
+  void* t1 = NULL;
+  void* h1 = collEngineReg(&C, 1, &tcomm, p + 100, 1, COLL_MEM_DEVICE, &t1); /* 1 byte: registered all the same */
+  assert_non_null(h1);
+  assert_int_equal(dmabufRegs, 1);
+  assert_int_equal(lastOff, 0);
+  assert_int_equal(lastSize, B); /* the allocation, not the page-rounded range */
+  assert_true(fcntl(lastFd, F_GETFD) < 0); /* the fd went back */
+  void* t2 = NULL;
+  assert_ptr_equal(collEngineReg(&C, 1, &tcomm, p + 5000, 4000, COLL_MEM_DEVICE, &t2), h1); /* same allocation: hit */
+  assert_int_equal(dmabufRegs, 1);
+  assert_ptr_equal(collEngineRegHandle(t2), h1);
+  collEngineRegDone(&C, 1, &t1);
+  collEngineRegDone(&C, 1, &t2);
+  collEngineRegStats rs;
+  collEngineRegGetStats(&C, &rs);
+  assert_int_equal(rs.dmabufRegs, 1);
+  assert_int_equal(rs.cudaRegs, 0);
+  collEngineRegFree(&C);
+  assert_int_equal(live, 0);
+
+  setup(); /* a device without dma-buf: regMr(COLL_PTR_CUDA) */
+  C.nets[1] = &devNet;
+  ptrSupport = COLL_PTR_HOST | COLL_PTR_CUDA;
+  void* t3 = NULL;
+  assert_non_null(collEngineReg(&C, 1, &tcomm, p, 64, COLL_MEM_DEVICE, &t3));
+  assert_int_equal(cudaRegs, 1);
+  collEngineRegDone(&C, 1, &t3);
+  collEngineRegFree(&C);
+
+  setup(); /* refused: NULL with the reason */
+  C.nets[1] = &devNet;
+  ptrSupport = COLL_PTR_HOST | COLL_PTR_CUDA | COLL_PTR_DMABUF;
+  dmabufFail = 1;
+  void* t4 = NULL;
+  assert_null(collEngineReg(&C, 1, &tcomm, p, 64, COLL_MEM_DEVICE, &t4));
+  assert_null(t4);
+  assert_non_null(strstr(collGetLastError(NULL), "registering"));
+  assert_non_null(strstr(collGetLastError(NULL), "GPU memory"));
+  collEngineRegFree(&C);
+  assert_int_equal(live, 0);
+  COLL_CU(cuMemFree)(d);
+}
+#endif
+
 int main(void) {
+  const char* filter = getenv("COLL_TEST_FILTER"); /* cmocka pattern (ctest fakecuda.engine_reg_dev) */
+  if (filter && *filter) cmocka_set_test_filter(filter);
   const struct CMUnitTest tests[] = {
+#ifdef COLL_HAVE_CUDA
+      cmocka_unit_test(test_device_memory),
+#endif
       cmocka_unit_test(test_reuse_and_remap),
       cmocka_unit_test(test_in_flight),
       cmocka_unit_test(test_forget),
