@@ -10,8 +10,8 @@
  * CAP_SYS_ADMIN) the default is one registration per message: checked too.
  * GPU memory (test_device_memory, run by fakecuda.engine_reg_dev on the fake
  * driver; skipped without a driver): registered per allocation at any size
- * through regMrDmaBuf (the dma-buf fd closed after), apart from host
- * entries, regMr(COLL_PTR_CUDA) without COLL_PTR_DMABUF, a refusal an error.
+ * through regMrDmaBuf (the dma-buf fd closed after), regMr(COLL_PTR_CUDA)
+ * without COLL_PTR_DMABUF, a refusal an error.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -247,7 +247,7 @@ static int devReady(void) {
 
 /* GPU memory: registered whole (the allocation, clipped to its end) at any
  * size, through regMrDmaBuf with a dma-buf fd closed afterwards, once per
- * allocation; apart from host entries of the same addresses; regMr with
+ * allocation; regMr with
  * COLL_PTR_CUDA where the device has no COLL_PTR_DMABUF; a refused
  * registration is an error (NULL, message), never a silent fallback. */
 static void test_device_memory(void** st) {
