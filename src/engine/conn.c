@@ -149,6 +149,7 @@ collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** o
 }
 
 collResult_t collEngineSendConnSet(collComm_t comm, const collConnSet* set, int peer, int channel, void** out) {
+  set = collConnSetFor(set, peer);
   collConn* c = &(set ? set->conns : comm->conns)[channel * comm->nranks + peer];
   if (c->sendComm) { *out = c->sendComm; return collSuccess; }
   if (comm->abortFlag) return collConnAborted(comm, peer);
@@ -207,6 +208,7 @@ collResult_t collEngineSendConnSet(collComm_t comm, const collConnSet* set, int 
 }
 
 collResult_t collEngineRecvConnSet(collComm_t comm, const collConnSet* set, int peer, int channel, void** out) {
+  set = collConnSetFor(set, peer);
   collConn* conns = set ? set->conns : comm->conns;
   collConn* want = &conns[channel * comm->nranks + peer];
   if (want->recvComm) {

@@ -1,5 +1,6 @@
 /*
- * devpath.c - the device-resident path inside a node (issue 16).
+ * devpath.c - the device-resident path (issue 16): inside a node, and between
+ * nodes over a network transport that reads GPU memory.
  *
  * Design. A collective whose buffers are device memory, on a communicator
  * whose ranks are all on one node, runs the usual schedule (the algorithm
@@ -20,19 +21,36 @@
  *    (transports/p2p: GPU rings shared as cuMem file descriptors, copies by
  *    the copy engine), made lazily per (peer, channel) by the engine's
  *    usual connect/accept (conn.c, collConnSet) with its deadlines,
- *    gone-peer checks and hellos. No host staging, no pinned copies.
+ *    gone-peer checks and hellos. No host staging, no pinned copies;
+ *  - on a communicator that spans nodes, messages with a rank on another
+ *    node go over the communicator's own connection with it (its network
+ *    transport: ib, a COLL_NET_PLUGIN transport) straight from and into
+ *    GPU memory: the engine registers every such buffer, at any size,
+ *    through its cache (engine/reg.h: regMrDmaBuf with a dma-buf fd of the
+ *    range where the transport says COLL_PTR_DMABUF, else regMr with
+ *    COLL_PTR_CUDA; device entries apart from host ones) and passes the
+ *    handle with every isend/irecv, so the transport never copies device
+ *    memory through its host bounce buffers (ib's eager path is for
+ *    messages without a GPU registration); after each receive into GPU
+ *    memory it calls the transport's iflush and waits for it before any
+ *    later step (a kernel) reads the data (GPUDirect visibility).
  * At the first such call every rank opens a p2p listener on its GPU and
  * the ranks all-gather (one host all-gather through the engine) what each
  * can do: listener handle, GPU, pid, whether its GPU exports memory as
- * file descriptors. From that every rank decides the same: the path is
- * used when every rank has a listener, every pair of GPUs is the same GPU
- * or has peer access, and every pair of processes is one process or both
- * export descriptors; otherwise (and on a communicator that spans nodes)
- * device calls stay staged (devcall.c), said once at INFO.
+ * file descriptors, whether every network transport it reaches other
+ * nodes with reads GPU memory (getProperties: ptrSupport & COLL_PTR_CUDA,
+ * and its COLL_NET_GDR is 1). From that every rank decides the same: the
+ * path is used when every rank's network transports read GPU memory,
+ * every rank with a peer on its node has a listener, and every pair on
+ * one node is the same GPU or has peer access and is one process or both
+ * export descriptors; otherwise device calls stay staged (devcall.c),
+ * said once at INFO with the first reason (e.g. "rank 3's ib device
+ * mlx5_0 cannot read or write GPU memory").
  *
  * What stays staged: float16/bfloat16 sum/prod/avg (their float32 working
- * copy is host code), send/recv, all-to-all and groups of several calls,
- * and every call of a communicator that spans nodes.
+ * copy is host code), send/recv, all-to-all and groups of several calls.
+ * Between nodes this runs on the fakes only (tests/fakecuda and a test
+ * transport plugin); never yet on a GPU with an HCA.
  *
  * Failures: a CUDA error of a kernel or copy, a p2p transfer that fails
  * (the peer process died: EOF on the p2p socket within ~50 ms), a timeout
@@ -66,10 +84,11 @@ struct collDevPath {
   char* handles;
   collExecKeep keep;
   unsigned long long calls;
+  uint8_t* viaComm; /* [nranks] (spanning nodes): 1 = a rank on another node (set.viaComm) */
 };
 
 int collDevPathWanted(collComm_t comm, const collOp* op) {
-  if (op->count == 0 || op->mem.kind == COLL_MEM_HOST || comm->nnodes != 1) return 0;
+  if (op->count == 0 || op->mem.kind == COLL_MEM_HOST) return 0;
   if (collParamInt(COLL_PARAM_P2P_DISABLE)) return 0;
   if (comm->devPath && comm->devPath->state < 0) return 0;
   switch (op->fn) {
@@ -89,20 +108,62 @@ typedef struct {
   int32_t dev;  /* CUDA ordinal of the rank's GPU */
   int32_t pid;
   int32_t fdOk; /* its GPU exports memory as POSIX file descriptors */
+  int32_t netOk; /* every network transport it reaches other nodes with reads GPU memory (and COLL_NET_GDR=1) */
+  char netWhy[256]; /* else why not, for the INFO line */
   char handle[COLL_NET_HANDLE_BYTES];
 } collDevPathInfo;
+
+/* This rank's netOk: 1 on one node; else COLL_NET_GDR=1 and the transport
+ * of every rank on another node has COLL_PTR_CUDA (why: the reason not). */
+static int collDevPathNetOk(collComm_t comm, char* why, size_t whySize) {
+  if (comm->nnodes == 1) return 1;
+  if (!collParamInt(COLL_PARAM_NET_GDR)) {
+    snprintf(why, whySize, "rank %d has COLL_NET_GDR=0", comm->rank);
+    return 0;
+  }
+  int asked[COLL_NET_SLOTS] = {0};
+  for (int i = 0; i < comm->nranks; i++) {
+    int slot = comm->peerKind[i];
+    if (comm->rankNode[i] == comm->node || asked[slot]++) continue;
+    const collNet_t* net = comm->nets[slot];
+    collNetProperties_t pr;
+    memset(&pr, 0, sizeof pr);
+    if (net->getProperties(comm->netDev[slot], &pr) != collSuccess) {
+      snprintf(why, whySize, "rank %d: the properties of its %.24s device %d: %.160s", comm->rank, net->name,
+               comm->netDev[slot], collLastErrorMessage());
+      collClearError();
+      return 0;
+    }
+    if (!(pr.ptrSupport & COLL_PTR_CUDA)) {
+      snprintf(why, whySize, "rank %d's %.24s device %.64s cannot read or write GPU memory (no COLL_PTR_CUDA: no "
+               "dma-buf or peer-memory registration), and it carries rank %d on another node", comm->rank, net->name,
+               pr.name, i);
+      return 0;
+    }
+  }
+  return 1;
+}
 
 /* Every rank computes the same answer from the same table: 1, or 0 with
  * the reason in why. */
 static int collDevPathUsable(collComm_t comm, const collDevPathInfo* all, char* why, size_t whySize) {
   int n = comm->nranks;
   for (int i = 0; i < n; i++)
-    if (!all[i].ok) {
+    if (!all[i].netOk) {
+      snprintf(why, whySize, "%s", all[i].netWhy);
+      return 0;
+    }
+  for (int i = 0; i < n; i++) {
+    int local = 0; /* p2p is needed by a rank with a peer on its node */
+    for (int j = 0; j < n && !local; j++) local = j != i && comm->rankNode[j] == comm->rankNode[i];
+    if (local && !all[i].ok) {
       snprintf(why, whySize, "rank %d could not open a p2p listener on its GPU", i);
       return 0;
     }
+  }
   for (int i = 0; i < n; i++)
     for (int j = i + 1; j < n; j++) {
+      if (comm->rankNode[i] != comm->rankNode[j]) continue; /* between nodes: the network transport */
       if (all[i].pid != all[j].pid && !(all[i].fdOk && all[j].fdOk)) {
         snprintf(why, whySize, "ranks %d and %d are different processes and GPU %d or %d cannot export memory as a "
                  "file descriptor", i, j, all[i].dev, all[j].dev);
@@ -136,6 +197,12 @@ static collResult_t collDevPathDecide(collComm_t comm, struct collDevPath* p, co
   p->set.net = &collNetP2p;
   p->set.dev = p->device;
   p->set.handles = p->handles;
+  if (comm->nnodes > 1) { /* pairs on different nodes: the communicator's network connections */
+    if (!(p->viaComm = calloc((size_t)comm->nranks, 1)))
+      return collSetError(collSystemError, "engine: out of memory for the device path");
+    for (int i = 0; i < comm->nranks; i++) p->viaComm[i] = comm->rankNode[i] != comm->node;
+    p->set.viaComm = p->viaComm;
+  }
   if (comm->nranks == 1) { /* no peer: kernels only */
     p->state = 1;
     return collSuccess;
@@ -150,6 +217,7 @@ static collResult_t collDevPathDecide(collComm_t comm, struct collDevPath* p, co
   if (COLL_CU(cuDeviceGet)(&d, p->device) == CUDA_SUCCESS)
     COLL_CU(cuDeviceGetAttribute)(&fdOk, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, d);
   mine.fdOk = fdOk != 0;
+  mine.netOk = collDevPathNetOk(comm, mine.netWhy, sizeof mine.netWhy);
   char why[256] = "";
   if (collNetP2p.init(NULL) == collSuccess && collNetP2p.listen(p->device, mine.handle, &p->set.listen) == collSuccess)
     mine.ok = 1;
@@ -176,7 +244,12 @@ static collResult_t collDevPathDecide(collComm_t comm, struct collDevPath* p, co
     for (int i = 0; i < comm->nranks; i++)
       memcpy(p->handles + (size_t)i * COLL_NET_HANDLE_BYTES, all[i].handle, COLL_NET_HANDLE_BYTES);
     p->state = 1;
-    COLL_INFO(COLL_SUB_NET, "rank %d: device buffers run device-resident: GPU kernels and p2p connections", comm->rank);
+    if (comm->nnodes > 1)
+      COLL_INFO(COLL_SUB_NET, "rank %d: device buffers run device-resident: GPU kernels, p2p connections inside the "
+                "node, GPU memory registered with the network transport between nodes", comm->rank);
+    else
+      COLL_INFO(COLL_SUB_NET, "rank %d: device buffers run device-resident: GPU kernels and p2p connections",
+                comm->rank);
   } else {
     if (p->set.listen) collNetP2p.closeListen(p->set.listen);
     p->set.listen = NULL;
@@ -265,6 +338,7 @@ void collDevPathFree(collComm_t comm) {
   free(p->keep.p);
   free(p->set.conns);
   free(p->handles);
+  free(p->viaComm);
   free(p);
   comm->devPath = NULL;
 }

@@ -1,5 +1,5 @@
 /*
- * devpath.h - the device-resident path inside a node (issue 16); the design
+ * devpath.h - the device-resident path (issue 16); the design
  * is at the top of devpath.c.
  *
  * Every function is called by the thread that runs comm's engine (the
@@ -15,8 +15,9 @@
 /* 1 when op (one collective on device buffers of comm's GPU) can run
  * device-resident: all-reduce, reduce-scatter, all-gather, broadcast or
  * reduce with count > 0, not a float16/bfloat16 sum/prod/avg (those take
- * a float32 working copy on the host), on a communicator whose ranks are
- * all on this node and whose device path did not turn out unusable. The
+ * a float32 working copy on the host), on a communicator whose device
+ * path did not turn out unusable (spanning nodes, it is usable only where
+ * the network transports read GPU memory, decided at the first call). The
  * answer is the same on every rank for the same call. Costs nothing on the
  * host path (devcall.c asks only for device calls). */
 int collDevPathWanted(collComm_t comm, const collOp* op);

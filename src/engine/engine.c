@@ -153,6 +153,37 @@ static collResult_t collStartSlice(collComm_t comm, const collExec* x, int c, co
   return collSuccess;
 }
 
+/* The memory handle of a post's buffer p on the connection tcomm with
+ * peer: none over the set's own transport (p2p registers nothing), else
+ * through the engine's cache (reg.h) by the call's memory type. Device
+ * memory always gets one (the transport then never copies it through its
+ * host bounce buffers) or the post fails (collSystemError, the message of
+ * collEngineReg). */
+static collResult_t collStepReg(collComm_t comm, const collExec* x, const collConnSet* ps, int peer, void* tcomm,
+                                void* p, size_t bytes, void** token, void** mh) {
+  *mh = NULL;
+  if (ps) return collSuccess;
+  *mh = collEngineReg(comm, peer, tcomm, p, bytes, x->ex.mem, token);
+  return *mh || x->ex.mem == COLL_MEM_HOST ? collSuccess : collSystemError;
+}
+
+/* After a receive into GPU memory over a network transport completed: its
+ * iflush (GPUDirect: the NIC's writes reach the GPU before a kernel reads
+ * them; NCCL's gdrFlush), waited for here, bounded by the abort flag. The
+ * token is the receive's registration (its memory handle). */
+static collResult_t collStepFlush(collComm_t comm, const collNet_t* net, void* recvComm, void* p, size_t bytes,
+                                  void* token) {
+  void* mh = collEngineRegHandle(token);
+  void* req = NULL;
+  collResult_t r = net->iflush(recvComm, p, bytes, mh, &req);
+  for (int done = 0; r == collSuccess && req && !done;) {
+    if (__atomic_load_n(&comm->abortFlag, __ATOMIC_ACQUIRE))
+      return collSetError(collRemoteError, "communicator aborted");
+    r = net->test(req, &done, NULL, NULL);
+  }
+  return r;
+}
+
 static int collStepIsRecv(const collStep* s) { return s->kind == COLL_STEP_RECV || s->kind == COLL_STEP_RECV_REDUCE; }
 
 #define COLL_MAX_STALLED 32
@@ -192,8 +223,9 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
     }
     size_t n = step->kind == COLL_STEP_SEND ? step->src.count : step->dst.count;
     size_t bytes = n * x->esize;
-    collConn* conn = step->peer >= 0 ? &x->conns[c * comm->nranks + step->peer] : NULL;
-    const collNet_t* net = step->peer < 0 ? NULL : x->set ? x->set->net : collPeerNet(comm, step->peer);
+    const collConnSet* ps = step->peer < 0 ? NULL : collConnSetFor(x->set, step->peer);
+    collConn* conn = step->peer >= 0 ? &(ps ? ps->conns : comm->conns)[c * comm->nranks + step->peer] : NULL;
+    const collNet_t* net = step->peer < 0 ? NULL : ps ? ps->net : collPeerNet(comm, step->peer);
     if (st[i].state == 0) {
       collResult_t r = collSuccess;
       void* unused;
@@ -205,17 +237,17 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
         return 1;
       } else if (step->kind == COLL_STEP_SEND) {
         char* p = collRegionPtr(x, ch, run, &step->src);
-        r = net->isend(conn->sendComm, p, bytes, x->tag,
-                       x->set ? NULL : collEngineReg(comm, step->peer, conn->sendComm, p, bytes, &st[i].reg),
-                       &st[i].req);
+        void* mh = NULL;
+        r = collStepReg(comm, x, ps, step->peer, conn->sendComm, p, bytes, &st[i].reg, &mh);
+        if (r == collSuccess) r = net->isend(conn->sendComm, p, bytes, x->tag, mh, &st[i].req);
       } else if (st[i].fused) { /* dst = message op src, reduced by the transport as it reads */
         r = comm->netIrecvReduce[comm->peerKind[step->peer]](conn->recvComm, collRegionPtr(x, ch, run, &step->dst),
                                collRegionPtr(x, ch, run, &step->src), bytes, x->ex.hostReduce, x->esize, &st[i].req);
       } else if (step->kind == COLL_STEP_RECV || step->kind == COLL_STEP_RECV_REDUCE) {
         char* p = step->kind == COLL_STEP_RECV ? collRegionPtr(x, ch, run, &step->dst) : ch->staging + st[i].stagingOff;
-        r = net->irecv(conn->recvComm, p, bytes, x->tag,
-                       x->set ? NULL : collEngineReg(comm, step->peer, conn->recvComm, p, bytes, &st[i].reg),
-                       &st[i].req);
+        void* mh = NULL;
+        r = collStepReg(comm, x, ps, step->peer, conn->recvComm, p, bytes, &st[i].reg, &mh);
+        if (r == collSuccess) r = net->irecv(conn->recvComm, p, bytes, x->tag, mh, &st[i].req);
       } else if (step->kind == COLL_STEP_COPY) {
         r = collExecCopy(&x->ex, collRegionPtr(x, ch, run, &step->dst), collRegionPtr(x, ch, run, &step->src), bytes);
         st[i].state = 2;
@@ -256,6 +288,17 @@ static int collChannelProgress(collComm_t comm, const collExec* x, int c, collCh
       if (done) {
         st[i].state = 2;
         progressed = 1;
+        /* a receive into GPU memory over a network transport: visible to the kernels that read it next */
+        if (isRecv && !ps && x->ex.mem != COLL_MEM_HOST && tag == x->tag && got == bytes &&
+            (r = collStepFlush(comm, net, conn->recvComm,
+                               step->kind == COLL_STEP_RECV ? collRegionPtr(x, ch, run, &step->dst)
+                                                            : ch->staging + st[i].stagingOff,
+                               bytes, st[i].reg)) != collSuccess) {
+          *err = collSetError(r, "rank %d: making what rank %d (%s) sent visible to the GPU (%s iflush) failed: %s",
+                              comm->rank, step->peer, collCommPeerHost(comm, step->peer), net->name,
+                              collLastErrorMessage());
+          return 1;
+        }
         collEngineRegDone(comm, step->peer, &st[i].reg);
         if (isRecv && tag != x->tag) {
           *err = collSigMismatch(comm, step->peer, tag, x->tag, x->sig);

@@ -52,14 +52,23 @@ int collConnHelloValid(const void* buf, size_t len, uint64_t secret, int nranks,
 collResult_t collEngineSendConn(collComm_t comm, int peer, int channel, void** sendComm);
 collResult_t collEngineRecvConn(collComm_t comm, int peer, int channel, void** recvComm);
 /* A second set of connections beside comm->conns, with one transport for
- * every pair (the device path's p2p connections, engine/devpath.h). */
+ * every pair it carries (the device path's p2p connections,
+ * engine/devpath.h); the pairs it leaves to comm->conns (viaComm) go over
+ * the communicator's own transport (devpath: a network transport that
+ * reads GPU memory, between nodes). */
 typedef struct collConnSet {
   collConn* conns;         /* [maxChannels * nranks] */
   const collNet_t* net;
   void* listen;            /* this rank's listener of net */
   int dev;                 /* net's device this rank listens and connects on */
   const char* handles;     /* [nranks][COLL_NET_HANDLE_BYTES]: every rank's listen handle */
+  const uint8_t* viaComm;  /* [nranks] or NULL: 1 = traffic with that rank goes over comm->conns */
 } collConnSet;
+/* The set that carries traffic with peer: set, or NULL (comm->conns) when
+ * set is NULL or leaves that pair to the communicator's connections. */
+static inline const collConnSet* collConnSetFor(const collConnSet* set, int peer) {
+  return set && set->viaComm && set->viaComm[peer] ? NULL : set;
+}
 /* As collEngineSendConn / collEngineRecvConn on set (NULL: comm's own). */
 collResult_t collEngineSendConnSet(collComm_t comm, const collConnSet* set, int peer, int channel, void** sendComm);
 collResult_t collEngineRecvConnSet(collComm_t comm, const collConnSet* set, int peer, int channel, void** recvComm);

@@ -110,7 +110,7 @@ static int collLaneProgress(collComm_t comm, const collOp* ops, collLane* l, int
     uint64_t tag = collP2pTag(comm, o, &sig), rtag = 0;
     if (!l->req) {
       char* p = l->isRecv ? (char*)o->recvbuff + off : (char*)(uintptr_t)o->sendbuff + off;
-      void* mh = collEngineReg(comm, l->peer, nc, p, len, &l->reg);
+      void* mh = collEngineReg(comm, l->peer, nc, p, len, COLL_MEM_HOST, &l->reg);
       collResult_t r = l->isRecv ? net->irecv(nc, p, len, tag, mh, &l->req) : net->isend(nc, p, len, tag, mh, &l->req);
       if (r != collSuccess) {
         *err = collSetError(r, "rank %d: posting to rank %d (%s) failed: %s", comm->rank, l->peer,

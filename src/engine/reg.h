@@ -20,11 +20,21 @@
  *    1: cache without the check (the application never frees or remaps a
  *      buffer it passed to coll while the communicator lives, as caching
  *      allocators do).
- * Host memory only today; CUDA buffers (the p2p and GPUDirect paths) will
- * key their entries by the allocation's buffer id
- * (CU_POINTER_ATTRIBUTE_BUFFER_ID) instead of page frames.
- * A failed registration is not an error here: the handle is NULL and the
- * transport registers the buffer itself. Not thread-safe per communicator
+ * Device memory (the device path between nodes, engine/devpath.c) has
+ * caches of its own per slot, so a host and a device entry never alias;
+ * it is registered at every size (the transport must never copy it
+ * through host bounce buffers: its eager path is for host memory only),
+ * through regMrDmaBuf with a dma-buf fd of the range where the transport
+ * says COLL_PTR_DMABUF (the fd comes from the CUDA driver and is closed
+ * once registered), else through regMr with COLL_PTR_CUDA. Device entries
+ * are not checked against page frames (there are none to read); they are
+ * cached unless COLL_REG_CACHE=0 (a cuMemFree of a registered range while
+ * the communicator lives is, as for COLL_REG_CACHE=1 on the host, what the
+ * cache cannot see; the engine's own device scratch is forgotten when
+ * freed).
+ * A failed registration of host memory is not an error here: the handle
+ * is NULL and the transport registers the buffer itself. Of device memory
+ * it is: NULL with the error set (the post must fail). Not thread-safe per communicator
  * (the engine runs one operation at a time on it).
  */
 #ifndef COLL_ENGINE_REG_H_
@@ -33,12 +43,18 @@
 #include <stddef.h>
 
 #include "core/comm.h"
+#include "device/memtype.h"
 
-/* The memory handle for [ptr, ptr + bytes) on the transport of `peer`
- * (tcomm: the connection's send or recv comm), or NULL (no registration
- * needed, or it failed). *token holds the reference until collEngineRegDone;
+/* The memory handle for [ptr, ptr + bytes) of memory type mem
+ * (COLL_MEM_HOST, or COLL_MEM_DEVICE: GPU memory, see above) on the
+ * transport of `peer` (tcomm: the connection's send or recv comm), or NULL:
+ * host memory, no registration needed or it failed; device memory, it
+ * failed (error set: collSystemError or the transport's, naming the range
+ * and the transport). *token holds the reference until collEngineRegDone;
  * a token already set (a post the transport refused, retried) is reused. */
-void* collEngineReg(collComm_t comm, int peer, void* tcomm, const void* ptr, size_t bytes, void** token);
+void* collEngineReg(collComm_t comm, int peer, void* tcomm, const void* ptr, size_t bytes, int mem, void** token);
+/* The memory handle a token of collEngineReg holds (NULL: none). */
+void* collEngineRegHandle(void* token);
 /* Drops the reference of a completed post; *token becomes NULL. */
 void collEngineRegDone(collComm_t comm, int peer, void** token);
 /* The engine frees or moves its own buffer [ptr, ptr + bytes) (scratch,
@@ -50,6 +66,7 @@ void collEngineRegFree(collComm_t comm);
 /* Counters of the communicator's caches, all slots together. */
 typedef struct {
   unsigned long long hits, misses, invalidations, evictions, live;
+  unsigned long long dmabufRegs, cudaRegs; /* device memory registered through regMrDmaBuf / regMr(COLL_PTR_CUDA) */
   int mode; /* 0 per message, 1 cached + frame check, 2 cached unchecked */
 } collEngineRegStats;
 void collEngineRegGetStats(collComm_t comm, collEngineRegStats* st);

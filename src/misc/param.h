@@ -33,6 +33,7 @@ typedef enum {
   COLL_PARAM_REG_CACHE,      /* COLL_REG_CACHE: engine registration cache, -1 auto (checked), 0 off, 1 unchecked */
   COLL_PARAM_CUDA_STAGE_CHUNK, /* COLL_CUDA_STAGE_CHUNK: bytes per piece of a staged device call (pipelining) */
   COLL_PARAM_P2P_DISABLE,    /* COLL_P2P_DISABLE: 1 = device calls inside a node stay staged (no p2p, no kernels) */
+  COLL_PARAM_NET_GDR,        /* COLL_NET_GDR: 0 = device calls between nodes stay staged (no GPUDirect RDMA) */
   COLL_PARAM_COUNT_INT
 } collIntParam;
 

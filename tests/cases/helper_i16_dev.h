@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "coll.h"
 #include "device/cuda_loader.h"
@@ -30,6 +32,36 @@ static inline int devSetup(int device) {
     return 0;
   }
   return 1;
+}
+
+/* The five collectives of the device-resident path, in this order (fn of
+ * devIssue). */
+enum { DEV_AR, DEV_AG, DEV_RS, DEV_BC, DEV_RD, DEV_NCOLL };
+static inline const char* devCollName(int fn) {
+  static const char* const names[DEV_NCOLL] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce"};
+  return fn >= 0 && fn < DEV_NCOLL ? names[fn] : "?";
+}
+
+/* Collective fn (DEV_*) of count elements (per rank where the API says so). */
+static inline collResult_t devIssue(int fn, const void* send, void* recv, size_t count, collDataType_t t,
+                                    collRedOp_t op, int root, collComm_t comm, collStream_t st) {
+  switch (fn) {
+    case DEV_AR: return collAllReduce(send, recv, count, t, op, comm, st);
+    case DEV_AG: return collAllGather(send, recv, count, t, comm, st);
+    case DEV_RS: return collReduceScatter(send, recv, count, t, op, comm, st);
+    case DEV_BC: return collBroadcast(send, recv, count, t, root, comm, st);
+    default: return collReduce(send, recv, count, t, op, root, comm, st);
+  }
+}
+
+/* A child probes the driver (the parent must not load CUDA before it
+ * forks the ranks): 0, DEV_SKIP (no driver, reason printed) or 1. */
+static inline int devProbe(void) {
+  pid_t pid = fork();
+  if (pid == 0) _exit(devSetup(0) ? 0 : DEV_SKIP);
+  int st = 0;
+  if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return 1;
+  return WEXITSTATUS(st);
 }
 
 #ifdef COLL_HAVE_CUDA

@@ -207,11 +207,8 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "procs") == 0) {
     /* no CUDA in the parent before the fork: each rank loads the driver
      * itself; a child probes whether there is one */
-    pid_t pid = fork();
-    if (pid == 0) _exit(devSetup(0) ? 0 : DEV_SKIP);
-    int st = 0;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return 1;
-    if (WEXITSTATUS(st) != 0) return WEXITSTATUS(st);
+    int pr = devProbe();
+    if (pr) return pr;
     int rc = collMpRun(n, 240, body, NULL);
     printf("%s: %d ranks as processes\n", rc ? "FAIL" : "PASS", n);
     return rc;

@@ -58,8 +58,7 @@ int main(void) {
 }
 #else
 
-enum { AR, AG, RS, BC, RD, NFN };
-static const char* fnName[NFN] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce"};
+enum { AR = DEV_AR, AG = DEV_AG, RS = DEV_RS, BC = DEV_BC, RD = DEV_RD, NFN = DEV_NCOLL };
 static const size_t sizes[] = {0, 1, 1031, 5000};
 enum { NSIZES = sizeof sizes / sizeof sizes[0] };
 static const char* modeName[3] = {"NULL stream", "CUDA stream", "coll stream"};
@@ -91,17 +90,6 @@ static void fillInput(void* buf, size_t n, collDataType_t t, int rank, int seed)
 static int halfReducing(int fn, collDataType_t t, collRedOp_t op) {
   return (fn == AR || fn == RS || fn == RD) && (t == collFloat16 || t == collBfloat16) &&
          (op == collSum || op == collProd || op == collAvg);
-}
-
-static collResult_t issue(int fn, const void* send, void* recv, size_t count, collDataType_t t, collRedOp_t op,
-                          int root, collComm_t comm, collStream_t st) {
-  switch (fn) {
-    case AR: return collAllReduce(send, recv, count, t, op, comm, st);
-    case AG: return collAllGather(send, recv, count, t, comm, st);
-    case RS: return collReduceScatter(send, recv, count, t, op, comm, st);
-    case BC: return collBroadcast(send, recv, count, t, root, comm, st);
-    default: return collReduce(send, recv, count, t, op, root, comm, st);
-  }
 }
 
 static int body(collComm_t comm, int rank, int n, void* arg) {
@@ -143,20 +131,20 @@ static int body(collComm_t comm, int rank, int n, void* arg) {
             char *dsend = ip ? dr + sOff : ds, *drecv = dr + rOff;
             devCopy(dr, hr, maxBytes);
             if (!ip) devCopy(ds, hs, sElems * es);
-            collResult_t r = issue(fn, hsend, hrecv, c, dt, op, root, comm, NULL);
+            collResult_t r = devIssue(fn, hsend, hrecv, c, dt, op, root, comm, NULL);
             if (r != collSuccess) {
-              fprintf(stderr, "rank %d: host %s: %s\n", rank, fnName[fn], collGetLastError(NULL));
+              fprintf(stderr, "rank %d: host %s: %s\n", rank, devCollName(fn), collGetLastError(NULL));
               return fails + 1;
             }
             if (c > 0 && halfReducing(fn, dt, op)) wantStaged++;
             else if (c > 0) wantPath++;
             collStream_t st = mode == 0 ? NULL : mode == 1 ? cs : ps;
-            r = issue(fn, dsend, drecv, c, dt, op, root, comm, st);
+            r = devIssue(fn, dsend, drecv, c, dt, op, root, comm, st);
             if (r == collSuccess && mode == 1 && COLL_CU(cuStreamSynchronize)(us) != CUDA_SUCCESS) r = collSystemError;
             if (r == collSuccess && mode == 2) r = collStreamSynchronize(ps);
             if (r == collSuccess && mode == 1) r = collStreamQuery(cs);
             if (r != collSuccess) {
-              fprintf(stderr, "rank %d: device %s type %d op %d count %zu %s, %s: %s\n", rank, fnName[fn], t,
+              fprintf(stderr, "rank %d: device %s type %d op %d count %zu %s, %s: %s\n", rank, devCollName(fn), t,
                       (int)op, c, ip ? "in place" : "out of place", modeName[mode], collGetLastError(NULL));
               return fails + 1;
             }
@@ -169,7 +157,7 @@ static int body(collComm_t comm, int rank, int n, void* arg) {
               fprintf(stderr,
                       "rank %d of %d: %s type %d op %d count %zu %s, %s: byte %zu differs: device 0x%02x host "
                       "0x%02x\n",
-                      rank, n, fnName[fn], t, (int)op, c, ip ? "in place" : "out of place", modeName[mode], i,
+                      rank, n, devCollName(fn), t, (int)op, c, ip ? "in place" : "out of place", modeName[mode], i,
                       (unsigned char)out[from + i], (unsigned char)hr[from + i]);
               fails++;
             }
@@ -326,21 +314,12 @@ static void* threadMain(void* p) {
   return NULL;
 }
 
-/* A child probes the driver: the parent must not load CUDA before forking. */
-static int probe(void) {
-  pid_t pid = fork();
-  if (pid == 0) _exit(devSetup(0) ? 0 : DEV_SKIP);
-  int st = 0;
-  if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return 1;
-  return WEXITSTATUS(st);
-}
-
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "threads";
   if (strcmp(mode, "fault") == 0) {
     const char* k = argc > 2 ? argv[2] : "kill";
     faultKind = strcmp(k, "copy") == 0 ? FAULT_COPY : strcmp(k, "kernel") == 0 ? FAULT_KERNEL : FAULT_KILL;
-    int pr = probe();
+    int pr = devProbe();
     if (pr) return pr;
     int rc = collMpRunRaw(3, 120, faultBody, NULL, NULL);
     printf("%s: fault %s on 3 ranks as processes\n", rc ? "FAIL" : "PASS", k);
@@ -351,7 +330,7 @@ int main(int argc, char** argv) {
   int var = strcmp(v, "nostage") == 0 ? VAR_NOSTAGE : strcmp(v, "delay") == 0 ? VAR_DELAY : VAR_ALL;
   if (n < 2 || n > 8) return 2;
   if (strcmp(mode, "procs") == 0) {
-    int pr = probe();
+    int pr = devProbe();
     if (pr) return pr;
     int rc = collMpRun(n, 240, body, &var);
     printf("%s: %d ranks as processes\n", rc ? "FAIL" : "PASS", n);

@@ -267,11 +267,8 @@ int main(int argc, char** argv) {
   printf("SKIP: libcoll built without CUDA\n");
   return DEV_SKIP;
 #else
-  pid_t pid = fork(); /* the parent stays without CUDA: a child probes */
-  if (pid == 0) _exit(devSetup(0) ? 0 : DEV_SKIP);
-  int st = 0;
-  if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st)) return 1;
-  if (WEXITSTATUS(st) != 0) return WEXITSTATUS(st);
+  int pr = devProbe(); /* the parent stays without CUDA: a child probes */
+  if (pr) return pr;
   collMpBody body = strcmp(mode, "semantics") == 0 ? semantics
                     : strcmp(mode, "gpu") == 0     ? gpu
                     : strcmp(mode, "cudafail") == 0 ? cudafail
