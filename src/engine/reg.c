@@ -153,7 +153,7 @@ static int regCb(void* ctx, void* addr, size_t len, int access, void** handle) {
   h->npages = len / pmPage;
   h->fresh = 1;
   h->dev = x->dev;
-  if (x->comm->reg->mode == 1 && !x->dev) { /* the frames the registration pinned (host pages only) */ /* the frames the registration pinned */
+  if (x->comm->reg->mode == 1 && !x->dev) { /* the frames the registration pinned (host pages only) */
     h->frames = malloc(h->npages * sizeof(uint64_t));
     if (!h->frames || readFrames(h->start, h->npages, h->frames) != 0) {
       net->deregMr(x->tcomm, h->mh);
