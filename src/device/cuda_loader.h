@@ -88,8 +88,10 @@ int collCudaDriverVersion(void);
 
 /* Entry points a driver may lack: a driver without them still loads, and
  * their pointer in the table stays NULL (callers check it first).
- * cuMemGetHandleForAddressRange (CUDA 11.7+): dma-buf export (dmabuf.h). */
-#define COLL_CUDA_OPTIONAL_SYMBOLS(X) X(cuMemGetHandleForAddressRange)
+ * cuMemGetHandleForAddressRange (CUDA 11.7+): dma-buf export (dmabuf.h);
+ * cuFlushGPUDirectRDMAWrites (CUDA 11.3+): makes a NIC's writes into GPU
+ * memory visible to the GPU (dmabuf.h). */
+#define COLL_CUDA_OPTIONAL_SYMBOLS(X) X(cuMemGetHandleForAddressRange) X(cuFlushGPUDirectRDMAWrites)
 
 #define COLL_CUDA_PFN(name) __typeof__(name)* pfn_##name;
 typedef struct {

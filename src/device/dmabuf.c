@@ -4,6 +4,7 @@
 #include "device/dmabuf.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <unistd.h>
 
 #include "device/cuda_loader.h"
@@ -12,6 +13,33 @@
 #ifdef COLL_HAVE_CUDA
 static pthread_once_t collDmaBufOnce = PTHREAD_ONCE_INIT;
 static int collDmaBufOk;
+/* Bit d: GPU d needs cuFlushGPUDirectRDMAWrites before it reads what a NIC
+ * wrote (its GPU_DIRECT_RDMA_WRITES_ORDERING is below OWNER); GPUs from 64
+ * on are always flushed. */
+static uint64_t collDmaBufFlushMask;
+
+/* Whether GPU d can take a NIC's writes safely: it orders them itself, or
+ * the driver flushes them on request (cuFlushGPUDirectRDMAWrites). Sets
+ * *flush when a flush is needed. */
+static int collDmaBufOrdered(CUdevice d, int i, int* flush) {
+  int order = 0, opts = 0;
+  if (COLL_CU(cuDeviceGetAttribute)(&order, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, d) != CUDA_SUCCESS)
+    order = CU_GPU_DIRECT_RDMA_WRITES_ORDERING_NONE;
+  *flush = order < CU_GPU_DIRECT_RDMA_WRITES_ORDERING_OWNER;
+  if (!*flush) return 1;
+  if (!COLL_CU(cuFlushGPUDirectRDMAWrites)) {
+    COLL_INFO(COLL_SUB_INIT, "CUDA: no dma-buf path (GPU %d does not order NIC writes and the driver has no "
+              "cuFlushGPUDirectRDMAWrites)", i);
+    return 0;
+  }
+  if (COLL_CU(cuDeviceGetAttribute)(&opts, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, d) != CUDA_SUCCESS ||
+      !(opts & CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST)) {
+    COLL_INFO(COLL_SUB_INIT, "CUDA: no dma-buf path (GPU %d does not order NIC writes and cannot flush them: "
+              "GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS lacks OPTION_HOST)", i);
+    return 0;
+  }
+  return 1;
+}
 
 static void collDmaBufProbe(void) {
   if (collCudaLoadQuiet() != collSuccess) return;
@@ -21,17 +49,22 @@ static void collDmaBufProbe(void) {
   }
   int n = 0;
   if (COLL_CU(cuDeviceGetCount)(&n) != CUDA_SUCCESS || n <= 0) return;
+  uint64_t mask = 0;
   for (int i = 0; i < n; i++) {
     CUdevice d;
-    int v = 0;
+    int v = 0, flush = 0;
     if (COLL_CU(cuDeviceGet)(&d, i) != CUDA_SUCCESS ||
         COLL_CU(cuDeviceGetAttribute)(&v, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, d) != CUDA_SUCCESS || !v) {
       COLL_INFO(COLL_SUB_INIT, "CUDA: no dma-buf export (GPU %d: CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0)", i);
       return;
     }
+    if (!collDmaBufOrdered(d, i, &flush)) return;
+    if (flush && i < 64) mask |= (uint64_t)1 << i;
   }
+  collDmaBufFlushMask = mask;
   collDmaBufOk = 1;
-  COLL_INFO(COLL_SUB_INIT, "CUDA: GPU memory can be exported as dma-bufs (%d device(s))", n);
+  COLL_INFO(COLL_SUB_INIT, "CUDA: GPU memory can be exported as dma-bufs (%d device(s), %d flushed after NIC writes)",
+            n, __builtin_popcountll(mask) + (n > 64 ? n - 64 : 0));
 }
 #endif
 
@@ -76,5 +109,39 @@ collResult_t collCudaDmaBufFd(const void* ptr, size_t size, int* fd, uint64_t* o
   return collSuccess;
 #else
   return collSetError(collInvalidUsage, "dma-buf export of %p: libcoll was built without CUDA support", ptr);
+#endif
+}
+
+collResult_t collCudaFlushRdmaWrites(const void* ptr) {
+#ifdef COLL_HAVE_CUDA
+  if (!collCudaDmaBufSupported())
+    return collSetError(collInvalidUsage, "GPUDirect RDMA flush of %p: this process has no dma-buf path", ptr);
+  CUcontext ctx = NULL;
+  int dev = -2;
+  CUpointer_attribute at[2] = {CU_POINTER_ATTRIBUTE_CONTEXT, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void* val[2] = {&ctx, &dev};
+  COLL_CU_CHECK(COLL_CU(cuPointerGetAttributes)(2, at, val, (CUdeviceptr)(uintptr_t)ptr),
+                "GPUDirect RDMA flush: cuPointerGetAttributes");
+  if (dev < 0) return collSetError(collInvalidArgument, "GPUDirect RDMA flush of %p: not GPU memory", ptr);
+  if (dev < 64 && !(collDmaBufFlushMask >> dev & 1)) return collSuccess; /* the GPU orders NIC writes itself */
+  CUdevice d = 0;
+  int primary = !ctx; /* cuMem (VMM) memory has no context of its own: the device's primary one */
+  if (primary) {
+    COLL_CU_CHECK(COLL_CU(cuDeviceGet)(&d, dev), "GPUDirect RDMA flush: cuDeviceGet");
+    COLL_CU_CHECK(COLL_CU(cuDevicePrimaryCtxRetain)(&ctx, d), "GPUDirect RDMA flush: cuDevicePrimaryCtxRetain");
+  }
+  CUcontext old = NULL;
+  CUresult r = COLL_CU(cuCtxGetCurrent)(&old);
+  if (r == CUDA_SUCCESS && old != ctx) r = COLL_CU(cuCtxSetCurrent)(ctx);
+  if (r == CUDA_SUCCESS) {
+    r = COLL_CU(cuFlushGPUDirectRDMAWrites)(CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+                                            CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);
+    if (old != ctx) (void)COLL_CU(cuCtxSetCurrent)(old);
+  }
+  if (primary) (void)COLL_CU(cuDevicePrimaryCtxRelease)(d);
+  if (r != CUDA_SUCCESS) return collCudaError(r, "GPUDirect RDMA flush: cuFlushGPUDirectRDMAWrites");
+  return collSuccess;
+#else
+  return collSetError(collInvalidUsage, "GPUDirect RDMA flush of %p: libcoll was built without CUDA support", ptr);
 #endif
 }

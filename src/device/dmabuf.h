@@ -18,7 +18,11 @@
  * driver is mapped in the process already (collCudaDriverPresent; nothing
  * is loaded for a host-only program, where no pointer is device memory),
  * it loads, it has cuMemGetHandleForAddressRange, and every device reports
- * CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED. 0 otherwise (also without CUDA in
+ * CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED and either orders a NIC's writes
+ * itself (GPU_DIRECT_RDMA_WRITES_ORDERING at least OWNER) or can flush them
+ * (cuFlushGPUDirectRDMAWrites present, FLUSH_WRITES_OPTIONS has
+ * OPTION_HOST): a GPU that can do neither might read stale data after a
+ * completion, so its memory is staged instead. 0 otherwise (also without CUDA in
  * the build). Decided once the driver is mapped; thread-safe. */
 int collCudaDmaBufSupported(void);
 
@@ -36,5 +40,16 @@ int collCudaDmaBufSupported(void);
  * failure, named); each with a message. *fd and *offset are untouched on
  * error. Thread-safe. */
 collResult_t collCudaDmaBufFd(const void* ptr, size_t size, int* fd, uint64_t* offset);
+
+/* Makes every NIC write into the GPU memory at ptr that has completed
+ * visible to that GPU's kernels and copies (NCCL's iflush for GPU memory;
+ * cuFlushGPUDirectRDMAWrites, scope OWNER, in the pointer's context, or the
+ * device's primary context for cuMem memory; the calling thread's current
+ * context is restored). A no-op for a GPU that orders such writes itself.
+ * Blocks until done (microseconds). Errors: collInvalidUsage (no dma-buf
+ * path in this process, collCudaDmaBufSupported is 0), collInvalidArgument
+ * (ptr is not GPU memory), collSystemError (a driver call failed, named);
+ * each with a message. Thread-safe. */
+collResult_t collCudaFlushRdmaWrites(const void* ptr);
 
 #endif

@@ -67,6 +67,8 @@ CUresult fk_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice d) {
     case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1: *v = !fkCfg.noMemOps; break;
     case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: *v = !fkCfg.noFd; break;
     case CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED: *v = !fkCfg.noDmaBuf; break;
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING: *v = fkCfg.rdmaOrdering; break;
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: *v = CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST; break;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
     case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: *v = 1; break;
@@ -130,5 +132,25 @@ CUresult fk_cuCtxGetDevice(CUdevice* d) {
   if (!d) return CUDA_ERROR_INVALID_VALUE;
   if (!fkCur) return fkFail(CUDA_ERROR_INVALID_CONTEXT, "cuCtxGetDevice without a current context");
   *d = fkCur->dev;
+  return CUDA_SUCCESS;
+}
+
+static atomic_long fkFlushes; /* successful cuFlushGPUDirectRDMAWrites calls */
+
+/* How many times cuFlushGPUDirectRDMAWrites succeeded in this process: tests
+ * read it (dlsym) to see that received GPU data was flushed. */
+FK_EXPORT long fakecudaFlushes(void) { return atomic_load(&fkFlushes); }
+
+/* The fake's NIC writes are CPU stores, visible at once: the flush checks
+ * its arguments and that a context is current (as the driver does), and
+ * counts. */
+CUresult fk_cuFlushGPUDirectRDMAWrites(CUflushGPUDirectRDMAWritesTarget target, CUflushGPUDirectRDMAWritesScope scope) {
+  FK_ENTER("cuFlushGPUDirectRDMAWrites");
+  if (target != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX ||
+      (scope != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER && scope != CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_ALL_DEVICES))
+    return fkFail(CUDA_ERROR_INVALID_VALUE, "cuFlushGPUDirectRDMAWrites(%d, %d): bad target or scope", (int)target,
+                  (int)scope);
+  if (fkCurrentDev() < 0) return fkFail(CUDA_ERROR_INVALID_CONTEXT, "cuFlushGPUDirectRDMAWrites: no current context");
+  atomic_fetch_add(&fkFlushes, 1);
   return CUDA_SUCCESS;
 }

@@ -12,8 +12,6 @@
 
 #include "fakecuda.h"
 
-#define FK_EXPORT __attribute__((visibility("default")))
-
 fkConfig fkCfg;
 _Atomic int fkSticky;
 _Thread_local int fkInHostFn;
@@ -73,6 +71,7 @@ static void fkInit(void) {
   fkCfg.noPeer = fkEnvInt("FAKECUDA_NO_PEER", 0);
   fkCfg.noFd = fkEnvInt("FAKECUDA_NO_FD", 0);
   fkCfg.noDmaBuf = fkEnvInt("FAKECUDA_NO_DMABUF", 0);
+  fkCfg.rdmaOrdering = fkEnvInt("FAKECUDA_RDMA_ORDERING", 0);
   fkCfg.delayUs = fkEnvInt("FAKECUDA_DELAY_US", 0);
   fkCfg.version = fkEnvInt("FAKECUDA_VERSION", CUDA_VERSION);
   fkCfg.verbose = fkEnvInt("FAKECUDA_VERBOSE", 0);

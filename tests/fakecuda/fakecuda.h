@@ -22,6 +22,9 @@
  *   FAKECUDA_NO_DMABUF=1    no dma-buf export: CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0 and
  *                           cuMemGetHandleForAddressRange says NOT_SUPPORTED (FAKECUDA_MISSING=
  *                           cuMemGetHandleForAddressRange: a driver without the entry point)
+ *   FAKECUDA_RDMA_ORDERING=o  what GPU_DIRECT_RDMA_WRITES_ORDERING says (default 0, NONE: NIC
+ *                           writes need cuFlushGPUDirectRDMAWrites, which the fake supports
+ *                           and counts: fakecudaFlushes; 100 = OWNER: no flush needed)
  *   FAKECUDA_DELAY_US=d     every stream operation starts d us late
  *   FAKECUDA_FAIL=e:k[:r][,e:k[:r]...]  the k-th call of entry e (e.g. cuMemAlloc) returns
  *                           CUresult r (default OUT_OF_MEMORY for allocations, LAUNCH_FAILED
@@ -55,9 +58,12 @@ COLL_CUDA_OPTIONAL_SYMBOLS(FK_DECL)
 
 #define FK_MAX_DEVS 16
 
+/* What tests may dlsym besides the driver's three entry points. */
+#define FK_EXPORT __attribute__((visibility("default")))
+
 /* ---- configuration (entry.c) -------------------------------------------- */
 typedef struct {
-  int devices, sms, noMemOps, noPeer, noFd, noDmaBuf, delayUs, version, verbose;
+  int devices, sms, noMemOps, noPeer, noFd, noDmaBuf, rdmaOrdering, delayUs, version, verbose;
   size_t memBytes;
   char pci[FK_MAX_DEVS][16];
   char missing[64];

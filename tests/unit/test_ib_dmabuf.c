@@ -10,13 +10,18 @@
  *  - a message from GPU memory into GPU memory, both registered from
  *    dma-bufs whose fds were closed after registering, above and at most
  *    IB_EAGER (GPU memory never goes eager): the bytes read back through
- *    cuMemcpy are exact; GPU memory at one end and a small host buffer at
+ *    cuMemcpy are exact; iflush of the GPU receive calls
+ *    cuFlushGPUDirectRDMAWrites once (the fake counts it) with the thread's
+ *    context kept, iflush of host memory does not; GPU memory at one end and a small host buffer at
  *    the other fails on the receiver with a message;
  *  - errors with their messages: bad fd, a fd that is no dma-buf, host
  *    memory type, COLL_IB_DMABUF=0, unsupported HCA, no ibv_reg_dmabuf_mr;
  *  - in child processes: a driver without dma-buf (FAKECUDA_NO_DMABUF), one
- *    without cuMemGetHandleForAddressRange (it still loads), and a host-only
- *    process whose getProperties loads no CUDA driver.
+ *    without cuMemGetHandleForAddressRange (it still loads), one without
+ *    cuFlushGPUDirectRDMAWrites on a GPU that needs it (no dma-buf path),
+ *    one whose GPU orders NIC writes itself (dma-buf, iflush calls no
+ *    flush), and a host-only process whose getProperties loads no CUDA
+ *    driver.
  * Without CUDA in the build only the host-only checks run.
  */
 #include <setjmp.h>
@@ -25,6 +30,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -97,6 +103,28 @@ static void* devAlloc(size_t n) {
   assert_int_equal(collDevAlloc(&p, n), collSuccess);
   return p;
 }
+/* The fake driver's count of cuFlushGPUDirectRDMAWrites calls. */
+static long flushes(void) {
+  void* h = dlopen(COLL_FAKECUDA, RTLD_NOW | RTLD_NOLOAD);
+  long (*f)(void) = NULL;
+  if (h) *(void**)&f = dlsym(h, "fakecudaFlushes");
+  assert_non_null(f);
+  long n = f();
+  dlclose(h);
+  return n;
+}
+/* iflush of [data, +n) on recv comm rc with mhandle mh; the flushes it made. */
+static long iflushCount(void* rc, void* data, size_t n, void* mh) {
+  long f0 = flushes();
+  CUcontext c0 = NULL, c1 = NULL;
+  assert_int_equal(COLL_CU(cuCtxGetCurrent)(&c0), CUDA_SUCCESS);
+  void* req = (void*)1;
+  assert_int_equal(net->iflush(rc, data, n, mh, &req), collSuccess);
+  assert_null(req);
+  assert_int_equal(COLL_CU(cuCtxGetCurrent)(&c1), CUDA_SUCCESS);
+  assert_ptr_equal(c0, c1); /* the thread's context is kept */
+  return flushes() - f0;
+}
 static void cuCopy(void* dst, const void* src, size_t n) {
   assert_int_equal(COLL_CU(cuMemcpy)((CUdeviceptr)(uintptr_t)dst, (CUdeviceptr)(uintptr_t)src, n), CUDA_SUCCESS);
 }
@@ -123,6 +151,8 @@ static void test_export(void** st) {
   assert_int_equal(collCudaDmaBufFd(d, 0, &fd, &off), collInvalidArgument);
   assert_int_equal(collCudaDmaBufFd(d, N, NULL, &off), collInvalidArgument);
   assert_int_equal(fd, -7);
+  assert_int_equal(collCudaFlushRdmaWrites(host), collInvalidArgument);
+  assert_true(HAS(collGetLastError(NULL), "not GPU memory"));
   assert_int_equal(off, OFF);
   collDevFree(d);
 }
@@ -173,6 +203,8 @@ static void gpuToGpu(size_t n) {
   ibFakeStats st1;
   ibFakeGetStats(&st1);
   assert_int_equal(st1.regs, st0.regs); /* nothing registered behind our back */
+  assert_int_equal(iflushCount(q.recv, dst + OFF, n, rmh), 1);
+  assert_int_equal(iflushCount(q.recv, back, n, NULL), 0); /* host memory: nothing to flush */
   cuCopy(back, dst, OFF + n);
   assert_memory_equal(back + OFF, pat, n);
   for (size_t i = 0; i < OFF; i++) assert_int_equal(back[i], 0xEE); /* nothing before the buffer */
@@ -308,6 +340,43 @@ static int childNoEntry(void) {
   }
   return 0;
 }
+/* A GPU that needs flushes, on a driver without cuFlushGPUDirectRDMAWrites:
+ * no dma-buf path (staged), and the flush refuses. */
+static int childNoFlush(void) {
+  setenv("FAKECUDA_MISSING", "cuFlushGPUDirectRDMAWrites", 1);
+  if (collCudaLoad() != collSuccess || collCudaDmaBufSupported()) return 1;
+  int x = 0;
+  if (collCudaFlushRdmaWrites(&x) != collInvalidUsage || !HAS(collGetLastError(NULL), "no dma-buf path")) {
+    fprintf(stderr, "flush: %s\n", collGetLastError(NULL));
+    return 2;
+  }
+  start(IBFAKE_DMABUF_SUPPORTED, 1);
+  if (ptrSupport() != COLL_PTR_HOST) return 3;
+  stop();
+  return 0;
+}
+/* A GPU that orders NIC writes itself (ORDERING = OWNER): dma-buf, and
+ * iflush of GPU memory calls no flush. */
+static int childOrdered(void) {
+  setenv("FAKECUDA_RDMA_ORDERING", "100", 1);
+  if (collCudaLoad() != collSuccess || !collCudaDmaBufSupported()) return 1;
+  char* d = devAlloc(N);
+  int fd = -1;
+  uint64_t off = 0;
+  if (collCudaDmaBufFd(d, N, &fd, &off) != collSuccess) return 2;
+  start(IBFAKE_DMABUF_SUPPORTED, 1);
+  netPair_t q;
+  netMakePair(net, &q);
+  void* mh = NULL;
+  if (net->regMrDmaBuf(q.recv, d, N, COLL_PTR_CUDA, off, fd, &mh) != collSuccess) return 3;
+  close(fd);
+  long f = iflushCount(q.recv, d, N, mh);
+  assert_int_equal(net->deregMr(q.recv, mh), collSuccess);
+  netClosePair(net, &q);
+  stop();
+  collDevFree(d);
+  return f == 0 ? 0 : 4;
+}
 #endif
 
 /* A host-only process: getProperties says host, and loads no CUDA driver. */
@@ -344,6 +413,8 @@ static void test_driver_without_dmabuf(void** st) {
   NEED_FAKE();
   runChild("no-dmabuf");
   runChild("no-entry");
+  runChild("no-flush");
+  runChild("ordered");
 }
 #endif
 
@@ -358,6 +429,8 @@ int main(int argc, char** argv) {
 #ifdef COLL_HAVE_CUDA
     if (strcmp(argv[2], "no-dmabuf") == 0) rc = childNoDmaBuf();
     if (strcmp(argv[2], "no-entry") == 0) rc = childNoEntry();
+    if (strcmp(argv[2], "no-flush") == 0) rc = childNoFlush();
+    if (strcmp(argv[2], "ordered") == 0) rc = childOrdered();
 #endif
     return rc;
   }

@@ -242,11 +242,16 @@ static collResult_t ibIput(void* sendComm, const void* data, size_t size, void* 
   return collSetError(collInvalidUsage, "ib: iput not supported yet");
 }
 
+/* iflush: host memory is visible once the completion arrived; GPU memory
+ * (a regMrDmaBuf registration) is flushed at once through the CUDA driver
+ * (device/dmabuf.h), so the request is always NULL (done). */
 static collResult_t ibIflush(void* recvComm, void* data, size_t size, void* mhandle, void** request) {
-  (void)recvComm; (void)data; (void)size; (void)mhandle;
+  (void)recvComm;
   if (!request) return collSetError(collInvalidArgument, "ib iflush: request is NULL");
-  *request = NULL; /* host memory: visible once the completion arrived */
-  return collSuccess;
+  *request = NULL;
+  const collRegEntry* e = mhandle;
+  if (!e || !(e->access & IB_REG_DMABUF) || !size) return collSuccess;
+  return collCudaFlushRdmaWrites(data);
 }
 
 /* getPollFd: drains events, arms the comm's CQ, and returns the process's

@@ -38,14 +38,14 @@
  *    ibv_reg_dmabuf_mr(pd, offset, size, iova = data, fd) and regMr's
  *    access; otherwise it returns collInvalidUsage saying which condition
  *    failed. regMr stays host memory only;
- *  - iput is not supported (collInvalidUsage); iflush is a no-op. That is
- *    correct for host memory, and for every device tested here (rxe writes
- *    with the CPU; the fake HCA with memcpy). On a real HCA writing GPU
- *    memory it is not enough: NCCL flushes (an RDMA read of 1 byte of the
- *    buffer through a loopback QP, or cuFlushGPUDirectRDMAWrites) before a
- *    kernel reads received data, because the NIC's PCIe writes into GPU
- *    memory may not be visible to the GPU when the completion is. Not
- *    implemented: no GPU or HCA here to show it is needed or that it works. */
+ *  - iput is not supported (collInvalidUsage);
+ *  - iflush: a no-op for host memory (visible once the completion arrived).
+ *    For GPU memory (a regMrDmaBuf handle) a NIC's PCIe writes may not be
+ *    visible to the GPU's kernels when the completion is: iflush calls
+ *    cuFlushGPUDirectRDMAWrites (collCudaFlushRdmaWrites), skipped for a GPU
+ *    that orders such writes itself, and a GPU that can do neither gets no
+ *    dma-buf path (staged). NCCL does the same, or an RDMA read of one byte
+ *    through a loopback QP. Tested on the fake driver and fake HCA only. */
 extern const collNet_t collNetIb;
 
 #define COLL_IB_MAX_REQUESTS 64
