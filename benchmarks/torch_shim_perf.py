@@ -17,6 +17,10 @@ each after a barrier-free warm-up:
            ctypes on the group's own communicator; coll backend only)
   async    w = dist.all_reduce(t, async_op=True) ; w.wait()
            (--async: the time to issue, then the time of wait())
+  copy     dst.copy_(t) on every rank at once: the machine's memory for the
+           same size in the same rounds (no collective; its column
+           t(2s)/2t(s) above 1 shows where the memory itself more than
+           doubles the time: a data set that leaves the caches)
 
 Per size it prints the median over all samples of all ranks (each sample is
 the max over ranks of one call: the ranks exchange their sample arrays at
@@ -83,7 +87,8 @@ def rank_main(o, r, store, outdir):
     pg = dist.distributed_c10d._get_default_group()
     maxe = max(o["sizes"]) // 4
     buf = torch.empty(maxe).fill_(1)
-    modes = ["torch"] + (["c"] if o["backend"] == "coll" else []) + (["async"] if o["async"] else [])
+    dst = torch.empty(maxe).fill_(0)
+    modes = ["torch"] + (["c"] if o["backend"] == "coll" else []) + (["async"] if o["async"] else []) + ["copy"]
     res = {}  # (mode, size) -> list of per-call us (and "issue"/"wait" for async)
     comm = pg._eng.comm if o["backend"] == "coll" else None
     prof = None
@@ -102,6 +107,11 @@ def rank_main(o, r, store, outdir):
                         rc = _lib.lib.collAllReduce(ptr, ptr, cnt, _lib.FLOAT32, _lib.SUM, comm, None)
                         if rc:
                             raise RuntimeError(_lib.message(rc, "collAllReduce"))
+                elif mode == "copy":
+                    d = dst[:size // 4]
+
+                    def one():
+                        d.copy_(t)
                 else:
                     one = None
                 for _ in range(min(o["w"], n)):
@@ -173,13 +183,14 @@ def report(o, outdir, load0, load1, secs):
           % (o["np"], o["backend"], torch.__version__, o["R"], secs))
     print("# load average before: %s, after: %s" % (load0, load1))
     print("# median us (p90); torch: dist.all_reduce blocking; c: collAllReduce NULL stream via ctypes;"
-          " doubling: t(2s) / (2 t(s) + 50 us), <= 1 holds")
+          " copy: tensor copy_ of the size on every rank at once; doubling: t(2s) / (2 t(s) + 50 us), <= 1 holds")
     cols = ["torch", "c"] if o["backend"] == "coll" else ["torch"]
     if o["async"]:
         cols += ["async", "issue", "wait"]
-    print("| size | " + " | ".join(cols) + " | torch - c | doubling |")
-    print("|---:|" + "---:|" * (len(cols) + 2))
-    prev, worst, out = None, 0.0, {}
+    cols += ["copy"]
+    print("| size | " + " | ".join(cols) + " | torch - c | doubling | copy t(2s)/2t(s) |")
+    print("|---:|" + "---:|" * (len(cols) + 3))
+    prev, prevCopy, worst, out = None, None, 0.0, {}
     for s in o["sizes"]:
         cells, med = [], {}
         for c in cols:
@@ -190,15 +201,16 @@ def report(o, outdir, load0, load1, secs):
             med[c] = statistics.median(xs)
             cells.append("%.1f (%.0f)" % (med[c], pct(xs, 0.9)))
         diff = "%.1f" % (med["torch"] - med["c"]) if "c" in med else "-"
-        dbl = "-"
+        dbl = cdbl = "-"
         if prev is not None:
             ratio = med["torch"] / (2 * prev + 50)
             worst = max(worst, ratio)
             dbl = "%.2f %s" % (ratio, "ok" if ratio <= 1 else "FAIL")
-        prev = med["torch"]
+            cdbl = "%.2f" % (med["copy"] / (2 * prevCopy))
+        prev, prevCopy = med["torch"], med["copy"]
         out[s] = med
         label = "%d KiB" % (s >> 10) if s < (1 << 20) else "%d MiB" % (s >> 20)
-        print("| %s | %s | %s | %s |" % (label, " | ".join(cells), diff, dbl))
+        print("| %s | %s | %s | %s | %s |" % (label, " | ".join(cells), diff, dbl, cdbl))
     print("# worst doubling ratio %.2f; wrong elements: %d" % (worst, bad))
     if o["json"]:
         with open(o["json"], "w") as f:
