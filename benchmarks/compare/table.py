@@ -57,11 +57,15 @@ def node_data(coll, n, size, ip):
 
 
 def rate_at(mem, threads, data):
-    """The copy rate (GB/s) of `threads` threads measured at the largest
-    working set not above `data` (rates fall as sets grow: no lower than the
-    rate at `data` itself), or None when every measured set is larger."""
+    """The copy rate (GB/s) of `threads` threads for `data` bytes: the
+    fastest measured at the largest working set not above `data` or at any
+    larger set (a smaller set never moves slower than a larger one; membw's
+    figures need not fall with the set, since the caches' share varies), or
+    None when every measured set is larger."""
     sets = [w for (w, t) in mem if t == threads and w <= data]
-    return mem[(max(sets), threads)] if sets else None
+    if not sets:
+        return None
+    return max(g for (w, t), g in mem.items() if t == threads and w >= max(sets))
 
 
 def limit_busbw(coll, n, ip, size, mem):
@@ -296,8 +300,9 @@ def main():
                  "collective is the least memory traffic (reads + writes) any algorithm needs when the ranks "
                  "of a node read and write each other's buffers directly: per byte of size and rank, "
                  "all-reduce 2, reduce-scatter (n+1)/n, all-gather (n+1)/n (in place 1); its time is at least "
-                 "that traffic over one core's rate and n times it over all cores' rate, each rate taken at the "
-                 "largest measured working set not above the node's data (all ranks' buffers). Rates include "
+                 "that traffic over one core's rate and n times it over all cores' rate, each rate the fastest "
+                 "measured at the largest working set not above the node's data (all ranks' buffers) or at a "
+                 "larger one (a smaller set never moves slower). Rates include "
                  "whatever the caches give at that set, so coll/limit above 100% means coll kept more of its "
                  "data in a cache than membw did: the rate is measured, not a proof. Algorithms that copy "
                  "through a staging buffer move more than this limit counts.", ""]
