@@ -9,10 +9,7 @@
 # below every measured set) has none. Instant.
 set -u -o pipefail
 SRC=${2:?usage: $0 BUILD_DIR SOURCE_DIR}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-mkdir -p "$T/raw"
-row() { printf '%12d %12d %9s %7s %7d %8.2f %7.2f %7.2f %7d %8.2f %7.2f %7.2f %7d\n' "$1" $(($1 / 4)) float sum -1 "$2" 0 0 0 "$3" 0 0 0; }
+. "$SRC/tests/fixtures/compare_rows.sh" # $T, row
 cat >"$T/membw.txt" <<'M'
 # membw before, loadavg 0.10 0.10 0.10
 membw set_bytes 134217728 threads 1 copy_GBps 9.000
