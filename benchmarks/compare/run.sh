@@ -10,8 +10,8 @@
 # run, with the exact command and the load average), table.md (one table per
 # collective and rank count: median busbw per size per library, coll / best
 # peer, and coll as a fraction of the memory limit), results.csv,
-# membw.txt (memcpy bandwidth of one core and of all cores, before and after
-# the libraries ran), allreduce.png / allgather.png / reducescatter.png.
+# membw.txt (copy bandwidth of one core and of all cores per working set,
+# 8 MiB .. 2 GiB, before and after the libraries ran), allreduce.png / allgather.png / reducescatter.png.
 #
 # Fair rules (enforced by the peer sources in this directory and by coll's
 # benchmarks/common.c):
@@ -249,10 +249,11 @@ run_one() {  # lib colls np run: one log; peers run all collectives in one launc
 
 # ---- the memory limit, measured before and after the libraries --------------
 rm -f "$OUT/membw.txt"
+MEMSETS=8,16,32,64,128,256,512,1024,2048  # MiB: table.py bounds a cell at its node's data size
 membw() {  # when
   if build_peer membw >"$OUT/bin/membw.build.log" 2>&1; then
     say "memory copy bandwidth ($1)"
-    { echo "# membw $1, loadavg $(cut -d' ' -f1-3 /proc/loadavg)"; "$OUT/bin/membw" $([ "$SMOKE" = 1 ] && echo -r 1); } | tee -a "$OUT/membw.txt"
+    { echo "# membw $1, loadavg $(cut -d' ' -f1-3 /proc/loadavg)"; "$OUT/bin/membw" $([ "$SMOKE" = 1 ] && echo -r 1 -s 8 || echo -s "$MEMSETS"); } | tee -a "$OUT/membw.txt"
   else
     echo "skipped: memory bandwidth (see $OUT/bin/membw.build.log)"
   fi

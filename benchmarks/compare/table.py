@@ -28,36 +28,66 @@ def human(n):
 
 
 # Memory traffic (bytes read + bytes written) every rank needs per byte of
-# `size`, on one node whose ranks read each other's buffers directly (no copy
-# through a staging buffer): the least any algorithm moves.
-#  all-reduce: read its 1/n of all n inputs (size), write its reduced 1/n,
-#    read the n-1 other reduced slices and write them into its output:
-#    1 + 1/n + 2(n-1)/n = (3n-1)/n;
-#  reduce-scatter (size = input): read its 1/n of all inputs, write it: (n+1)/n;
-#  all-gather (size = output): read every slice and write it: 2 (in place,
-#    its own slice stays: 2(n-1)/n).
+# `size`, on one node whose ranks read and write each other's buffers
+# directly: the least any algorithm moves. Every input byte is read once
+# (into a cache or register, where it is reduced or passed on) and every
+# output byte that changes is written once (streaming stores: no read for
+# ownership); a value read once can be stored into several outputs. Per rank,
+# the node's total over n:
+#  all-reduce: the n inputs (n x size) read, the n outputs written: 2, in
+#    place too (every byte of the buffer changes);
+#  reduce-scatter (size = input): the n inputs read, n results of size/n
+#    written: (n+1)/n, in place too;
+#  all-gather (size = output): the n slices of size/n read, the n outputs
+#    written: (n+1)/n; in place the rank's own slice is already there: the
+#    slices read, n x (n-1)/n x size written: 1.
 def traffic(coll, n, ip):
     if coll == "allreduce":
-        return (3 * n - 1) / n
-    if coll == "reducescatter":
+        return 2.0
+    if coll == "reducescatter" or not ip:
         return (n + 1) / n
-    return 2 * (n - 1) / n if ip else 2.0
+    return 1.0
 
 
-def limit_busbw(coll, n, ip, mem):
-    """busbw (GB/s) at the memory limit: time >= size * traffic over one
-    core's traffic rate (a rank is one thread) and >= n * size * traffic over
-    all cores' rate; mem = {threads: copy GB/s}; traffic rate = 2 x copy."""
+def node_data(coll, n, size, ip):
+    """Bytes of all ranks' buffers (inputs and outputs; one buffer in place)."""
+    if ip:
+        return n * size
+    return n * (2 * size if coll == "allreduce" else size + size // n)
+
+
+def rate_at(mem, threads, data):
+    """The copy rate (GB/s) of `threads` threads for `data` bytes: the
+    fastest measured at the largest working set not above `data` or at any
+    larger set (a smaller set never moves slower than a larger one; membw's
+    figures need not fall with the set, since the caches' share varies), or
+    None when every measured set is larger."""
+    sets = [w for (w, t) in mem if t == threads and w <= data]
+    if not sets:
+        return None
+    return max(g for (w, t), g in mem.items() if t == threads and w >= max(sets))
+
+
+def limit_busbw(coll, n, ip, size, mem):
+    """busbw (GB/s) at the memory limit, or None where membw measured no
+    set this small: time >= size x traffic over one core's traffic rate (a
+    rank is one thread) and >= n x size x traffic over all cores' rate, both
+    measured at the node's data size; mem = {(set_bytes, threads): copy
+    GB/s}; traffic rate = 2 x copy (a copied byte: one read, one write)."""
     if not mem:
         return None
-    th = [t for t in mem if t != "llc"]
-    one, allc = 2 * mem[min(th)], 2 * mem[max(th)]
-    per_byte = traffic(coll, n, ip) * max(1 / one, n / allc)  # seconds per GB of size
+    th = {t for (_, t) in mem}
+    data = node_data(coll, n, size, ip)
+    one, allc = rate_at(mem, min(th), data), rate_at(mem, max(th), data)
+    if one is None or allc is None:
+        return None
+    per_byte = traffic(coll, n, ip) * max(1 / (2 * one), n / (2 * allc))  # seconds per GB of size
     return factor(coll, n) / per_byte
 
 
 def parse_membw(out):
-    """{threads: best copy GB/s} from OUT/membw.txt, and its load lines."""
+    """{(set_bytes, threads): best copy GB/s} from OUT/membw.txt, and its
+    load lines."""
     mem, notes = {}, []
     path = os.path.join(out, "membw.txt")
     if not os.path.exists(path):
@@ -66,22 +96,10 @@ def parse_membw(out):
         f = line.split()
         if line.startswith("# membw"):
             notes.append(line[2:].strip())
-        elif len(f) == 5 and f[0] == "membw":
-            t, g = int(f[2]), float(f[4])
-            mem[t] = max(mem.get(t, 0.0), g)
-        elif len(f) == 3 and f[0] == "membw" and f[1] == "llc_bytes":
-            if "llc" not in mem:
-                notes.append(f"last-level cache {human(int(f[2]))}")
-            mem["llc"] = int(f[2])
+        elif len(f) == 7 and f[0] == "membw" and f[1] == "set_bytes":
+            k = (int(f[2]), int(f[4]))
+            mem[k] = max(mem.get(k, 0.0), float(f[6]))
     return mem, notes
-
-
-def beyond_cache(coll, n, size, mem):
-    """The limit holds once the node's data (inputs and outputs of all
-    ranks) are at least 4x the last-level cache: smaller sets run partly
-    from the cache, faster than memory."""
-    per_rank = {"allreduce": 2 * size, "reducescatter": size + size / n}.get(coll, size + size / n)
-    return n * per_rank >= 4 * mem.get("llc", 32 << 20)
 
 
 def factor(coll, n):
@@ -150,13 +168,13 @@ def fmt_bw(v):
 
 def table(coll, np_, ip, libs, stats, notes, flags, runs, mem):
     """One markdown table; appends (size, ratio) findings to flags."""
-    lim = limit_busbw(coll, np_, ip, mem)
+    lim = bool(mem)
     peers = [l for l in libs if l != "coll"]
     sizes = sorted({s for l in libs for s in stats.get((l, coll, np_), {})})
     what = "in-place" if ip else "out-of-place"
     lines = [f"### {coll}, {np_} ranks, {what}", "",
              "busbw GB/s (time us); median of the runs. coll/best = best peer time / coll time."
-             + (f" coll/limit = coll's busbw / {lim:.2f} GB/s, the memory limit (where the data are 4x the cache)." if lim else ""),
+             + (" coll/limit = coll's busbw / the busbw at the memory limit of this size (GB/s)." if lim else ""),
              "",
              "| size | " + " | ".join(NAMES[l] for l in libs) + " | best peer | coll/best |"
              + (" coll/limit |" if lim else ""),
@@ -187,8 +205,9 @@ def table(coll, np_, ip, libs, stats, notes, flags, runs, mem):
                 ratio = f"**{ratio}**"
                 flags.append((coll, np_, what, s, r, NAMES[best_lib]))
         frac = ""
-        if lim and me is not None and beyond_cache(coll, np_, s, mem) and me[ip]["t"] > 0:
-            frac = f"{bus(s, me[ip]['t'], coll, np_) / lim:.0%}"
+        top = limit_busbw(coll, np_, ip, s, mem) if lim else None
+        if top and me is not None and me[ip]["t"] > 0:
+            frac = f"{bus(s, me[ip]['t'], coll, np_) / top:.0%} ({top:.2f})"
         lines.append(f"| {human(s)} | " + " | ".join(cells) +
                      f" | {NAMES[best_lib] if best_lib else '–'} | {ratio} |" + (f" {frac} |" if lim else ""))
     return lines + [""]
@@ -267,18 +286,26 @@ def main():
              "✗: wrong results (never counted as best peer). [k runs]: a cell with fewer runs "
              "than the others (a timeout).", ""]
     if mem:
-        head += ["Memory limit, measured in this run (benchmarks/compare/membw.c: copies of 64 MiB per "
-                 "thread, memcpy or a load/store loop, the faster, best of 5, before and after the "
-                 "libraries): "
-                 + ", ".join(f"{t} thread{'s' if t > 1 else ''} {g:.2f} GB/s copied"
-                            for t, g in sorted((t, g) for t, g in mem.items() if t != "llc"))
-                 + " (" + "; ".join(memnotes) + "). A copied byte is one read and one write. The limit of a "
+        rates = collections.defaultdict(dict)
+        for (w, t), g in mem.items():
+            rates[w][t] = g
+        head += ["Memory limit, measured in this run (benchmarks/compare/membw.c, before and after the "
+                 "libraries, best of both; per working set = all source and destination bytes, one thread "
+                 "and all threads, memcpy, a load/store loop, a streaming-store copy or an in-place update, "
+                 "the fastest, best of 5): copy GB/s "
+                 + ", ".join(f"{human(w)}: " + " / ".join(f"{rates[w][t]:.2f}" for t in sorted(rates[w]))
+                             for w in sorted(rates))
+                 + " (threads " + " / ".join(str(t) for t in sorted({t for (_, t) in mem})) + "; "
+                 + "; ".join(memnotes) + "). A copied byte is one read and one write. The limit of a "
                  "collective is the least memory traffic (reads + writes) any algorithm needs when the ranks "
-                 "of a node read each other's buffers directly: per byte of size and rank, all-reduce "
-                 "(3n-1)/n, reduce-scatter (n+1)/n, all-gather 2 (in place 2(n-1)/n); its time is at least "
-                 "that traffic over one core's rate and n times it over all cores' rate. It is shown where the "
-                 "node's data (all ranks' inputs and outputs) are at least 4x the last-level cache. Algorithms "
-                 "that copy through a staging buffer move more than this limit counts.", ""]
+                 "of a node read and write each other's buffers directly: per byte of size and rank, "
+                 "all-reduce 2, reduce-scatter (n+1)/n, all-gather (n+1)/n (in place 1); its time is at least "
+                 "that traffic over one core's rate and n times it over all cores' rate, each rate the fastest "
+                 "measured at the largest working set not above the node's data (all ranks' buffers) or at a "
+                 "larger one (a smaller set never moves slower). Rates include "
+                 "whatever the caches give at that set, so coll/limit above 100% means coll kept more of its "
+                 "data in a cache than membw did: the rate is measured, not a proof. Algorithms that copy "
+                 "through a staging buffer move more than this limit counts.", ""]
     odd = [f"- {NAMES[k[0]]} {k[1]} np={k[2]}: {', '.join(sorted(v))}"
            for k, v in sorted(notes.items())]
     wrong = [f"- {NAMES[l]} {c} np={n} {human(s)} {'in-place' if ip else 'out-of-place'}: "

@@ -127,12 +127,15 @@ static char* zcPeerPtr(collComm_t comm, int peer, const collMemSeg* seg, char* w
 }
 
 /* dst = src (bytes, a chunk just computed in L1) with streaming stores where
- * the CPU has them and dst is 16-byte aligned: the destination is not read
- * first (no read for ownership), a fifth less memory traffic for 2 ranks.
- * zcFence orders them before the round that publishes the result. */
-static void zcStore(char* dst, const char* src, size_t bytes) {
+ * the CPU has them, stream is set and dst is 16-byte aligned: the
+ * destination is not read first (no read for ownership), a fifth less memory
+ * traffic for 2 ranks. Not where dst is the input chunk just read (in
+ * place): its lines are in the cache already, and streaming into them costs
+ * more than storing. zcFence orders them before the round that publishes
+ * the result. */
+static void zcStore(char* dst, const char* src, size_t bytes, int stream) {
 #if defined(__SSE2__)
-  if (((uintptr_t)dst & 15) == 0) {
+  if (stream && ((uintptr_t)dst & 15) == 0) {
     size_t v = bytes / 16;
     for (size_t i = 0; i < v; i++)
       _mm_stream_si128((__m128i*)(void*)(dst + 16 * i), _mm_load_si128((const __m128i*)(const void*)(src + 16 * i)));
@@ -159,6 +162,11 @@ static void zcReduce(const collOp* op, int wide, int preMul, int n, const char* 
   size_t k = ZC_CHUNK_BYTES / (wide ? sizeof(float) : es);
   _Alignas(64) char acc[ZC_CHUNK_BYTES], x[ZC_CHUNK_BYTES];
   collReduceFn fn = collReduceGetFn(wide ? collFloat32 : op->dtype, op->op);
+  int stream[COLL_ZC_MAX_RANKS]; /* 0: out[o] is an input (in place) */
+  for (int o = 0; o < nout; o++) {
+    stream[o] = 1;
+    for (int r = 0; r < n; r++) stream[o] &= out[o] != in[r] + off;
+  }
   for (size_t i = 0; i < count; i += k) {
     size_t m = count - i < k ? count - i : k, at = off + i * es;
     if (wide) {
@@ -168,7 +176,7 @@ static void zcReduce(const collOp* op, int wide, int preMul, int n, const char* 
         fn(acc, acc, x, m);
       }
       collReduceNarrow(x, (const float*)acc, m, op->dtype, op->op == collAvg ? n : 1);
-      for (int o = 0; o < nout; o++) zcStore(out[o] + i * es, x, m * es);
+      for (int o = 0; o < nout; o++) zcStore(out[o] + i * es, x, m * es, stream[o]);
       continue;
     }
     if (preMul) {
@@ -182,7 +190,7 @@ static void zcReduce(const collOp* op, int wide, int preMul, int n, const char* 
       for (int r = 2; r < n; r++) fn(acc, acc, in[r] + at, m);
       if (op->op == collAvg) collReduceAvgFinish(acc, m, op->dtype, n);
     }
-    for (int o = 0; o < nout; o++) zcStore(out[o] + i * es, acc, m * es);
+    for (int o = 0; o < nout; o++) zcStore(out[o] + i * es, acc, m * es, stream[o]);
   }
 }
 

@@ -7,10 +7,7 @@
 # Also checks that run.sh passes --smoke. Instant.
 set -u -o pipefail
 SRC=${2:?usage: $0 BUILD_DIR SOURCE_DIR}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-mkdir -p "$T/raw"
-row() { printf '%12d %12d %9s %7s %7d %8.2f %7.2f %7.2f %7d %8.2f %7.2f %7.2f %7d\n' "$1" $(($1 / 4)) float sum -1 "$2" 0 0 0 "$2" 0 0 0; }
+. "$SRC/tests/fixtures/compare_rows.sh" # $T, row
 { echo "# Collective test starting: allgather_perf"; row 65536 300; } >"$T/raw/coll.allgather.np2.run1.log"
 { echo "# Collective test starting: allgather_perf"; row 65536 100; } >"$T/raw/ompi.allgather.np2.run1.log"
 FAILS=0
