@@ -11,8 +11,8 @@
  * instead of the no-driver ones: cudaMalloc'ed memory is device memory of
  * GPU 0, cudaMallocHost'ed is pinned host memory, cudaMallocManaged'ed is
  * managed, and one call mixing host and device buffers is refused naming
- * both; collectives refuse device and managed buffers (no device executor
- * yet) and run on pinned host memory. Without a GPU those checks are
+ * both; collectives on device and managed buffers (stream NULL) give the
+ * exact result, and run on pinned host memory. Without a GPU those checks are
  * skipped with a message saying so; collectives on host memory then run
  * next to the runtime and next to the mapped stub driver, exact results.
  */
@@ -297,7 +297,7 @@ static void childRuntime(void) {
     int32_t in[64], out[64];
     hostCallWorks("CUDA runtime without a GPU", in, out, 64);
     fprintf(stderr, "  skipped (no GPU): device, pinned and managed memory types; mixed-buffer refusal; "
-                    "collectives refusing device buffers\n");
+                    "collectives on device and managed buffers\n");
     return;
   }
   void *d = NULL, *h = NULL, *m = NULL;
@@ -319,18 +319,24 @@ static void childRuntime(void) {
   const void* both[2] = {d, (char*)d + 2048};
   CHECK(collMemCheckCall("collAllReduce", 2, both, names, &mi) == collSuccess && mi.kind == COLL_MEM_DEVICE,
         "two device buffers refused");
-  /* collectives refuse device memory (no device executor yet), run pinned host memory */
+  /* collectives on device and managed memory (stream NULL: done when the call returns), exact results */
   collComm_t c = oneRank("GPU");
   if (c) {
-    int32_t hx[16] = {0};
-    deviceCallRefused(collAllReduce(d, (char*)d + 2048, 16, collInt32, collSum, c, NULL),
-                      "collAllReduce: sendbuff and recvbuff are CUDA device memory of GPU 0; this communicator runs "
-                      "host memory only");
+    int32_t hx[16], back[16];
+    for (int i = 0; i < 16; i++) hx[i] = 3 * i - 7, back[i] = 0;
+    CHECK(cudaMemcpy(d, hx, sizeof hx, cudaMemcpyHostToDevice) == cudaSuccess, "cudaMemcpy to the GPU");
+    CHECK(collAllReduce(d, (char*)d + 2048, 16, collInt32, collSum, c, NULL) == collSuccess, "device all-reduce: %s",
+          collGetLastError(NULL));
+    CHECK(cudaMemcpy(back, (char*)d + 2048, sizeof back, cudaMemcpyDeviceToHost) == cudaSuccess, "cudaMemcpy back");
+    CHECK(memcmp(back, hx, sizeof hx) == 0, "device all-reduce on one rank: the result differs from the input");
     deviceCallRefused(collAllReduce(d, hx, 16, collInt32, collSum, c, NULL),
                       "collAllReduce: recvbuff is host memory but sendbuff is CUDA device memory of GPU 0; all buffers");
-    deviceCallRefused(collBroadcast(m, m, 16, collInt32, 0, c, NULL),
-                      "collBroadcast: sendbuff and recvbuff are CUDA managed memory of GPU 0");
-    deviceCallRefused(collSend(d, 16, collInt32, 0, c, NULL), "collSend: sendbuff is CUDA device memory of GPU 0");
+    memcpy(m, hx, sizeof hx);
+    memset((char*)m + 1024, 0, sizeof hx);
+    CHECK(collBroadcast(m, (char*)m + 1024, 16, collInt32, 0, c, NULL) == collSuccess, "managed broadcast: %s",
+          collGetLastError(NULL));
+    CHECK(cudaDeviceSynchronize() == cudaSuccess, "cudaDeviceSynchronize");
+    CHECK(memcmp((char*)m + 1024, hx, sizeof hx) == 0, "managed broadcast on one rank: the result differs");
     collCommDestroy(c);
   }
   hostCallWorks("pinned host memory", (int32_t*)h, (int32_t*)h + 64, 64);
