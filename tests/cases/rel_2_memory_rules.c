@@ -40,12 +40,15 @@ enum { N = 64 };
 
 static int fails;
 
+#ifdef COLL_HAVE_CUDA
 /* got is want with the exact message want_msg */
 static void expectErr(collResult_t got, collResult_t want, const char* wantMsg, const char* what) {
   const char* m = collGetLastError(NULL);
   CHECK(got == want, "%s: returned %d, expected %d (%s)", what, (int)got, (int)want, m);
   CHECK(strcmp(m, wantMsg) == 0, "%s: message\n  \"%s\"\nexpected\n  \"%s\"", what, m, wantMsg);
 }
+
+#endif
 
 static collComm_t oneRank(void) {
   collUniqueId id;
@@ -57,6 +60,7 @@ static collComm_t oneRank(void) {
   return c;
 }
 
+#ifdef COLL_HAVE_CUDA
 enum { AR, AG, RS, BC, RD, NCOLL };
 static const char* collName[NCOLL] = {"collAllReduce", "collAllGather", "collReduceScatter", "collBroadcast",
                                       "collReduce"};
@@ -70,6 +74,8 @@ static collResult_t issue(int k, const void* s, void* r, size_t count, collComm_
     default: return collReduce(s, r, count, collInt32, collSum, 0, c, st);
   }
 }
+
+#endif
 
 static void fill(int32_t* h, int base) {
   for (int i = 0; i < N; i++) h[i] = base + i;
