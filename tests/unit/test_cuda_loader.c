@@ -282,7 +282,8 @@ static void test_sees_other_load(void** st) {
 }
 
 /* The CUDA runtime next to coll: it answers no device here (then the device
- * checks are skipped, saying so); on a GPU machine, real memory types. */
+ * checks are skipped, saying so; host calls work and wrapping a CUDA stream
+ * fails with a message); on a GPU machine, real memory types. */
 static void childRuntime(void) {
   int n = -1;
   cudaError_t e = cudaGetDeviceCount(&n);
@@ -296,6 +297,17 @@ static void childRuntime(void) {
     CHECK(collDevCount() == 0, "devices without a GPU");
     int32_t in[64], out[64];
     hostCallWorks("CUDA runtime without a GPU", in, out, 64);
+    /* wrapping a CUDA stream: a clear error, no stream */
+    collComm_t c = oneRank("CUDA runtime without a GPU");
+    if (c) {
+      collStream_t s = NULL;
+      collResult_t r = collStreamCreateCuda(c, NULL, &s);
+      CHECK(r == collSystemError && s == NULL, "collStreamCreateCuda without a GPU returned %d", (int)r);
+      CHECK(HAS(collGetLastError(NULL), "collStreamCreateCuda: CUDA: ") &&
+                HAS(collGetLastError(NULL), "coll runs host memory only here"),
+            "message: %s", collGetLastError(NULL));
+      collCommDestroy(c);
+    }
     fprintf(stderr, "  skipped (no GPU): device, pinned and managed memory types; mixed-buffer refusal; "
                     "collectives on device and managed buffers\n");
     return;
