@@ -23,7 +23,8 @@
  *      every rank returns *ran = 0 and the usual path rewrites every block
  *      (in place, a rank's own block was written by no one).
  * Memory traffic per rank: each peer's block read once and written once,
- * the own block copied once out of place, nothing staged.
+ * the own block copied once out of place (from 4 MiB with streaming
+ * stores), nothing staged.
  */
 #ifndef COLL_ENGINE_CMAGATHER_H_
 #define COLL_ENGINE_CMAGATHER_H_

@@ -240,15 +240,13 @@ void collTunerNoteMailbox(collComm_t comm, collFunc fn, size_t count, collDataTy
 }
 
 #define TUNE_ZEROCOPY_MIN_BYTES ((size_t)1 << 20)
-#define TUNE_ZEROCOPY_AG_MIN_BYTES ((size_t)256 << 10) /* all-gather: no reduction, two rounds only */
 
 int collTunerZeroCopy(collComm_t comm, collFunc fn, size_t bytes, const char* spec) {
   (void)comm;
   if ((fn != COLL_FN_ALLREDUCE && fn != COLL_FN_REDUCESCATTER && fn != COLL_FN_ALLGATHER) ||
       !collAlgoSpecAllows(spec, "zerocopy"))
     return 0;
-  size_t min = fn == COLL_FN_ALLGATHER ? TUNE_ZEROCOPY_AG_MIN_BYTES : TUNE_ZEROCOPY_MIN_BYTES;
-  return (spec && strcasecmp(spec, "zerocopy") == 0) || bytes >= min;
+  return (spec && strcasecmp(spec, "zerocopy") == 0) || bytes >= TUNE_ZEROCOPY_MIN_BYTES;
 }
 
 double collTunerPeerGBps(collComm_t comm, int peer, double* latUs, int* calibrated) {

@@ -1,17 +1,18 @@
 /*
- * i17_3_allgather_cma.c - issue 17 point 3: a one-node all-gather of 256 KiB
+ * i17_3_allgather_cma.c - issue 17 point 3: a one-node all-gather of 1 MiB
  * and more (the whole result) reads every peer's block straight into the
  * receive buffer (engine/cmagather.c, counted under "zerocopy"), with exact
  * results, on malloc'd and on collMemAlloc buffers.
  *
  * 1..4 ranks; per-rank blocks of 4000 bytes (the mailbox), 64 KiB (below
- * 256 KiB in all on 2 and 3 ranks, at it on 4), 262156 bytes (an odd count
- * of int32) and 4 MiB, and an int8 block of 777777 bytes (odd lengths and
- * offsets); out of place and in place; malloc'd and collMemAlloc buffers.
+ * 1 MiB in all), 262156 bytes (an odd count of int32: below 1 MiB in all on
+ * 2 and 3 ranks, above on 4) and 4 MiB, and an int8 block of 777777 bytes
+ * (odd lengths and offsets; above 1 MiB in all) and of 4 MiB + 5 bytes
+ * (own block copied with streaming stores from 4 MiB: unaligned here); out of place and in place; malloc'd and collMemAlloc buffers.
  * Element i of rank r's block is r * 7919 + i (int32) or r * 31 + i mod 256
  * (int8). Expected: every block exactly that, nothing written past the
  * result (guard bytes), the send buffer unchanged; the counters show
- * exactly the calls of 256 KiB and more in all on 2+ ranks under
+ * exactly the calls of 1 MiB and more in all on 2+ ranks under
  * "zerocopy", and no other.
  * `off` (COLL_SHM_CMA_THRESHOLD=0, single copy forbidden): the same results,
  * no call under "zerocopy".
@@ -27,7 +28,7 @@
 #include "helper_check.h"
 
 #define GUARD 64
-#define MAX_BLOCK ((size_t)4 << 20)
+#define MAX_BLOCK (((size_t)4 << 20) + 64)
 
 static int off;
 
@@ -42,7 +43,8 @@ static int body(collComm_t comm, int rank, int nranks, void* arg) {
   static const struct {
     collDataType_t t;
     size_t count;
-  } kCalls[] = {{collInt32, 1000}, {collInt32, 16384}, {collInt32, 65539}, {collInt32, 1 << 20}, {collInt8, 777777}};
+  } kCalls[] = {{collInt32, 1000}, {collInt32, 16384}, {collInt32, 65539}, {collInt32, 1 << 20}, {collInt8, 777777},
+                 {collInt8, (4 << 20) + 5}};
   int fails = 0;
   size_t total = (size_t)nranks * MAX_BLOCK + GUARD;
   char* sendM = malloc(MAX_BLOCK);
@@ -67,7 +69,7 @@ static int body(collComm_t comm, int rank, int nranks, void* arg) {
           for (size_t b = 0; b < es; b++) in[i * es + b] = (char)val(t, rank, i, b);
         uint64_t before = zcCalls(comm);
         collResult_t r = collAllGather(in, recv, count, t, comm, NULL);
-        int zc = !off && nranks > 1 && (size_t)nranks * block >= ((size_t)256 << 10);
+        int zc = !off && nranks > 1 && (size_t)nranks * block >= ((size_t)1 << 20);
         want += (uint64_t)zc;
         const char* how = inPlace ? "in place" : "out of place";
         const char* mem = z ? "collMemAlloc" : "malloc";
