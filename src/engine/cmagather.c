@@ -32,7 +32,7 @@ typedef struct {
 } cgDesc;
 
 int collCmaGatherWanted(collComm_t comm, const collOp* op) {
-  if (op->fn != COLL_FN_ALLGATHER) return 0;
+  if (op->fn != COLL_FN_ALLGATHER || comm->cmaGatherOff) return 0;
   if (!comm->mailbox || collMailboxSlotBytes(comm) < sizeof(cgDesc) || comm->nranks < 2) return 0;
   size_t bytes = op->count * collTypeSize(op->dtype) * (size_t)comm->nranks;
   return collTunerZeroCopy(comm, op->fn, bytes, op->algo);
@@ -51,7 +51,10 @@ collResult_t collCmaGatherRun(collComm_t comm, const collOp* op, uint64_t tag, c
   collResult_t r = collMailboxRound(comm, &mine, sizeof mine, tag, sig);
   if (r != collSuccess) return collEngineFail(comm, r);
   for (int q = 0; q < n; q++)
-    if (((const cgDesc*)collMailboxPeerData(comm, q))->ok != 1) return collSuccess;
+    if (((const cgDesc*)collMailboxPeerData(comm, q))->ok != 1) {
+      comm->cmaGatherOff = 1; /* every rank saw the same round: none asks again */
+      return collSuccess;
+    }
   cgDesc* all = malloc(sizeof(cgDesc) * (size_t)n);
   if (!all) return collEngineFail(comm, collSetError(collSystemError, "zerocopy all-gather: out of memory"));
   for (int q = 0; q < n; q++) memcpy(&all[q], collMailboxPeerData(comm, q), sizeof(cgDesc));
@@ -81,8 +84,10 @@ collResult_t collCmaGatherRun(collComm_t comm, const collOp* op, uint64_t tag, c
   int allOk = 1;
   for (int q = 0; q < n; q++) allOk &= *(const int32_t*)collMailboxPeerData(comm, q) == 0;
   if (err)
-    COLL_INFO(COLL_SUB_COLL, "rank %d: zerocopy all-gather: cannot read rank %d (pid %d): %s; the call takes its "
-              "usual path", me, bad, (int)comm->peers[bad].pid, err < 0 ? "the pid names another process" : strerror(err));
+    COLL_INFO(COLL_SUB_COLL, "rank %d: zerocopy all-gather: cannot read rank %d (pid %d): %s; this and later calls "
+              "take the usual path", me, bad, (int)comm->peers[bad].pid,
+              err < 0 ? "the pid names another process" : strerror(err));
+  comm->cmaGatherOff = !allOk; /* the same on every rank: round 2 showed them all the same errors */
   if (allOk) collObsOpAlgo(comm, op, collObsAlgoId(collAlgoFind(op->fn, "zerocopy")), 1, 0);
   *ran = allOk;
   return collSuccess;

@@ -12,7 +12,8 @@
  *      in place that is its block of the receive buffer) and a per-call
  *      cookie with its address, or that single copy is off here
  *      (COLL_SHM_CMA_THRESHOLD=0); if any rank's is off, every rank returns
- *      *ran = 0 and the call takes its usual path;
+ *      *ran = 0 and the call takes its usual path, as do the
+ *      communicator's later all-gathers (none tries again);
  *   2. every rank copies its own block (out of place), then, starting with
  *      the next rank, checks each peer's cookie (a pid that names another
  *      process, in another pid namespace, is never read from) and reads the
@@ -21,7 +22,9 @@
  *      its send buffer: no rank returns while another still reads it.
  *      If any read failed (EPERM under a ptrace policy, a cookie mismatch)
  *      every rank returns *ran = 0 and the usual path rewrites every block
- *      (in place, a rank's own block was written by no one).
+ *      (in place, a rank's own block was written by no one); the
+ *      communicator's later all-gathers take the usual path at once (each
+ *      rank saw the same errors, so all agree without a round).
  * Memory traffic per rank: each peer's block read once and written once,
  * the own block copied once out of place (from 4 MiB with streaming
  * stores), nothing staged.
