@@ -47,9 +47,13 @@ const collAlgo collAlgoTable[] = {
     {"hier_binomial_direct", COLL_FN_BIT(COLL_FN_ALLREDUCE), collHierBinomialDirectBuild, 1},
     /* src/engine/zerocopy.c: reads the peers' collMemAlloc buffers in place
      * (not a schedule); where some rank's buffers are elsewhere the call
-     * falls back to this row's schedule, ring's. The tuner never prices it
-     * as a schedule (collTunerZeroCopy decides). */
-    {"zerocopy", COLL_FN_BIT(COLL_FN_ALLREDUCE) | COLL_FN_BIT(COLL_FN_REDUCESCATTER), collRingBuild, 0},
+     * falls back to this row's schedule, ring's. All-gather:
+     * src/engine/cmagather.c reads the peers' blocks of any host memory by
+     * process_vm_readv, the same fallback. The tuner never prices it as a
+     * schedule (collTunerZeroCopy decides). */
+    {"zerocopy",
+     COLL_FN_BIT(COLL_FN_ALLREDUCE) | COLL_FN_BIT(COLL_FN_REDUCESCATTER) | COLL_FN_BIT(COLL_FN_ALLGATHER),
+     collRingBuild, 0},
     {NULL, 0, NULL, 0},
 };
 

@@ -100,6 +100,7 @@ struct collComm {
   struct collTunerState* tuner; /* cost model inputs, plugin, decision cache (src/tuner) */
   struct collMailbox* mailbox;  /* one-shot small collectives inside a node (engine/mailbox.h); NULL: none */
   struct collZeroCopy* zc;      /* peers' collMemAlloc segments mapped by engine/zerocopy.c; NULL: none yet */
+  int cmaGatherOff;             /* engine/cmagather.c: a rank could not read a peer; every rank set it in the same call */
   struct collObs* obs;          /* counters, flight recorder, trace, profiler (src/obs/obs.h) */
   collObsHot obsHot;            /* the open run of mailbox calls, event flag (src/obs/obs_hot.h): here, beside
                                    mailbox, for the engine's one hook per call */

@@ -32,6 +32,7 @@
 #include "engine/progress.h"
 #include "engine/reg.h"
 #include "engine/sig.h"
+#include "engine/cmagather.h"
 #include "engine/zerocopy.h"
 #include "misc/log.h"
 #include "misc/param.h"
@@ -512,13 +513,19 @@ static inline __attribute__((always_inline)) collResult_t collRunCollective(coll
     return collObsOpEnd(comm, op, collMailboxRun(comm, op, tag, &sig));     /* a timed one */
   }
   int zc = host && collZeroCopyWanted(comm, op); /* every rank's buffers collMemAlloc memory? */
+  int cg = host && !zc && collCmaGatherWanted(comm, op); /* all-gather read by single copy */
   int staged = wide || (op->op == collAvg && collHalfReducing(op));
-  if (!zc && comm->nranks == 1 && !staged && collObsSolo(comm, op))
+  if (!zc && !cg && comm->nranks == 1 && !staged && collObsSolo(comm, op))
     return collRunSched(comm, op, NULL, tag, &sig); /* counted (obs.h) */
   collObsOpBegin(comm, op);
   if (zc) { /* read the peers' buffers in place; ran 0: some rank's were not such memory */
     int ran = 0;
     collResult_t r = collZeroCopyRun(comm, op, tag, &sig, &ran);
+    if (r != collSuccess || ran) return collObsOpEnd(comm, op, r);
+  }
+  if (cg) { /* ran 0: some rank cannot read its peers by process_vm_readv */
+    int ran = 0;
+    collResult_t r = collCmaGatherRun(comm, op, tag, &sig, &ran);
     if (r != collSuccess || ran) return collObsOpEnd(comm, op, r);
   }
   if (staged) {

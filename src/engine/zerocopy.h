@@ -47,6 +47,12 @@ int collZeroCopyWanted(collComm_t comm, const collOp* op);
  * collRemoteError for a failed or exited peer, collTimeout); each fails the
  * communicator and unmaps every peer allocation. */
 collResult_t collZeroCopyRun(collComm_t comm, const collOp* op, uint64_t tag, const collSig* sig, int* ran);
+/* dst = src (bytes) with streaming stores where the CPU has them and dst is
+ * 16-byte aligned (src need not be; else memcpy): the destination is not
+ * read first (no read for ownership). collZeroCopyFence orders them before
+ * whatever publishes dst to other processes. Thread-safe. */
+void collZeroCopyStore(char* dst, const char* src, size_t bytes);
+void collZeroCopyFence(void);
 /* Unmaps every peer allocation (the communicator is freed). */
 void collZeroCopyFree(collComm_t comm);
 

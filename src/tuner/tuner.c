@@ -243,7 +243,9 @@ void collTunerNoteMailbox(collComm_t comm, collFunc fn, size_t count, collDataTy
 
 int collTunerZeroCopy(collComm_t comm, collFunc fn, size_t bytes, const char* spec) {
   (void)comm;
-  if ((fn != COLL_FN_ALLREDUCE && fn != COLL_FN_REDUCESCATTER) || !collAlgoSpecAllows(spec, "zerocopy")) return 0;
+  if ((fn != COLL_FN_ALLREDUCE && fn != COLL_FN_REDUCESCATTER && fn != COLL_FN_ALLGATHER) ||
+      !collAlgoSpecAllows(spec, "zerocopy"))
+    return 0;
   return (spec && strcasecmp(spec, "zerocopy") == 0) || bytes >= TUNE_ZEROCOPY_MIN_BYTES;
 }
 

@@ -51,12 +51,15 @@ collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDat
  * schedule (engine/mailbox.h): logged at INFO (TUNE) once per collective and
  * size bucket, in the form of a choice ("-> mailbox"). */
 void collTunerNoteMailbox(collComm_t comm, collFunc fn, size_t count, collDataType_t dtype);
-/* 1 when an all-reduce or reduce-scatter of `bytes` (the whole call: count x
- * element size, x nranks for reduce-scatter) tries the zero-copy path
- * (engine/zerocopy.h): COLL_ALGO lets it use "zerocopy" (spec: its list for
+/* 1 when an all-reduce, reduce-scatter or all-gather of `bytes` (the whole
+ * call: count x element size, x nranks for reduce-scatter and all-gather)
+ * tries the zero-copy path (engine/zerocopy.h; all-gather:
+ * engine/cmagather.h): COLL_ALGO lets it use "zerocopy" (spec: its list for
  * the collective, NULL: no restriction), and either names only that or the
  * call has at least 1 MiB (below, the rounds of the path cost more than the
- * copies it saves). The same on every rank. */
+ * copies it saves; all-gather at 256 KiB: as often slower as faster,
+ * benchmarks/compare/results/2026-12-03/allgather_ab.md). The same on every
+ * rank. */
 int collTunerZeroCopy(collComm_t comm, collFunc fn, size_t bytes, const char* spec);
 /* The cost model's point-to-point bandwidth (GB/s) between this rank and
  * peer, and its latency (us); *calibrated = 1 when measured at init

@@ -1,2 +1,5 @@
 include(${CMAKE_CURRENT_SOURCE_DIR}/helper_fail.cmake)
 set_tests_properties(cases.${name} PROPERTIES TIMEOUT 120)
+# allgather: the same death during single-copy all-gathers (issue 17 point 3)
+add_test(NAME cases.${name}.allgather COMMAND case_${name} allgather)
+set_tests_properties(cases.${name}.allgather PROPERTIES TIMEOUT 120 LABELS cases)

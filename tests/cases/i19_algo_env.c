@@ -136,7 +136,7 @@ int main(void) {
       {"rnig",
        "COLL_ALGO=\"rnig\": no collective has an algorithm \"rnig\"; algorithms: allreduce: ring, hier, tree, rhd",
        {0}},
-      {"rnig", "; allgather: ring, hier, bruck, direct; reducescatter: ring, hier, rhd, direct, zerocopy; broadcast: "
+      {"rnig", "; allgather: ring, hier, bruck, direct, zerocopy; reducescatter: ring, hier, rhd, direct, zerocopy; broadcast: "
                "chain, binomial; reduce: chain, binomial", {0}},
       {"allredcue:ring",
        "COLL_ALGO=\"allredcue:ring\": unknown collective \"allredcue\"; collectives: allreduce, allgather, "

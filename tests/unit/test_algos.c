@@ -215,8 +215,10 @@ ALGO_TEST(hier_binomial_rhd)
 ALGO_TEST(hier_binomial_direct)
 
 /* Every registry row is covered by a test above, except zerocopy: it is no
- * schedule (src/engine/zerocopy.c reads collMemAlloc buffers in place; its
- * schedule row is ring's, for the fallback) and cases.i17_4_zerocopy* test it. */
+ * schedule (src/engine/zerocopy.c reads collMemAlloc buffers in place,
+ * src/engine/cmagather.c all-gathers by process_vm_readv; its schedule row
+ * is ring's, for the fallback) and cases.i17_4_zerocopy*,
+ * cases.i17_3_allgather_cma test it. */
 static void test_all_rows_listed(void** state) {
   (void)state;
   static const char* listed[] = {"ring", "chain", "hier", "tree", "binomial", "rhd", "bruck", "direct",

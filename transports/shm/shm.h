@@ -71,6 +71,13 @@ typedef struct {
 /* Fills *st for a send or recv comm of collNetShm. Not part of the table. */
 void collShmGetStats(const void* comm, collShmStats* st);
 
+/* Reads len bytes at address addr of process pid into dst with
+ * process_vm_readv (shm_cma.c; partial reads continued, EINTR retried).
+ * Returns 0 or an errno value (ESRCH: no such process, EPERM: not allowed,
+ * EFAULT: a range not mapped). Thread-safe. Also the all-gather of
+ * engine/cmagather.c. */
+int collShmCmaCopy(int pid, void* dst, uint64_t addr, size_t len);
+
 /* Tests only: sets this process's own single-copy threshold (0: off) as if
  * it had been measured (or given by COLL_SHM_CMA_THRESHOLD). Affects the
  * connections made afterwards; not thread-safe against them. */

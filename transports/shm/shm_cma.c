@@ -40,8 +40,8 @@ static pthread_once_t shmCmaOnce = PTHREAD_ONCE_INIT;
 static size_t shmCmaTh;
 static char shmCmaWhy[200];
 
-/* process_vm_readv in a loop over partial reads (see shm_internal.h). */
-int shmCmaCopy(int pid, void* dst, uint64_t addr, size_t len) {
+/* process_vm_readv in a loop over partial reads (see shm.h). */
+int collShmCmaCopy(int pid, void* dst, uint64_t addr, size_t len) {
   size_t done = 0;
   while (done < len) {
     struct iovec l = {(char*)dst + done, len - done}, rm = {(void*)(uintptr_t)(addr + done), len - done};
@@ -77,7 +77,7 @@ static void shmCmaDecide(void) {
   int e = 0;
   for (int i = 0; i < SHM_CAL_ROUNDS && !e; i++) {
     double t0 = collTimeNow();
-    e = shmCmaCopy((int)getpid(), dst, (uint64_t)(uintptr_t)src, SHM_CAL_BYTES);
+    e = collShmCmaCopy((int)getpid(), dst, (uint64_t)(uintptr_t)src, SHM_CAL_BYTES);
     double t1 = collTimeNow();
     memcpy(dst, src, SHM_CAL_BYTES);
     __asm__ __volatile__("" : : "r"(dst) : "memory"); /* keep the copy */

@@ -157,9 +157,6 @@ int shmListenFd(const shmListen* l);
  * segment (from COLL_SHM_BUFFSIZE). */
 void shmSizes(size_t* slotBytes, size_t* dataOff, size_t* total);
 
-/* shm_cma.c: reads len bytes at addr of process pid into dst with
- * process_vm_readv (continuing partial reads). Returns 0 or an errno value. */
-int shmCmaCopy(int pid, void* dst, uint64_t addr, size_t len);
 /* shm_cma.c: this process's single-copy threshold (0: never), decided once;
  * *why (if why) gets the reason for the log. */
 size_t shmCmaThreshold(const char** why);

@@ -267,7 +267,7 @@ static int shmCmaRead(shmComm* c, char* dst, uint64_t addr, size_t len) {
     return 0;
   }
   if (c->peerPid <= 0) return ESRCH;
-  return shmCmaCopy(c->peerPid, dst, addr, len);
+  return collShmCmaCopy(c->peerPid, dst, addr, len);
 }
 
 /* Receiver of a reducing receive: r->data = reduce(the sender's bytes at
@@ -286,7 +286,7 @@ static int shmCmaReduce(shmComm* c, shmReq* r, uint64_t addr) {
   size_t piece = SHM_RR_PIECE - SHM_RR_PIECE % r->esize;
   for (size_t off = 0; off < r->len; off += piece) {
     size_t n = r->len - off < piece ? r->len - off : piece;
-    int e = shmCmaCopy(c->peerPid, c->bounce, addr + off, n);
+    int e = collShmCmaCopy(c->peerPid, c->bounce, addr + off, n);
     if (e && off == 0) return e;
     if (e)
       return shmFail(c, collRemoteError, "shm: reading from process %d failed during a transfer: %s", c->peerPid,
