@@ -97,17 +97,22 @@ static double numaRatio(const collTopoSummary* s) {
   return s->numaDist ? s->numaDist / 10.0 : COLL_NUMA_DIST_DEFAULT;
 }
 
-/* Class of the link between ranks a and b of t (valid indices). */
-static int classOf(const struct collTopo* t, int a, int b) {
+/* Class of the link between ranks a and b of t (valid indices): between
+ * their GPUs when gpus is set and they have them, else between their host
+ * memories. */
+static int classOfMem(const struct collTopo* t, int a, int b, int gpus) {
   if (a == b) return COLL_LINK_SELF;
   if (t->rankNode[a] != t->rankNode[b]) return COLL_LINK_NET;
   const collTopoPeer *pa = &t->peers[a], *pb = &t->peers[b];
-  const collTopoGpu *ga = rankGpu(pa), *gb = rankGpu(pb);
+  const collTopoGpu *ga = gpus ? rankGpu(pa) : NULL, *gb = gpus ? rankGpu(pb) : NULL;
   if (ga && gb) return (ga->nvlMask >> pb->rank.gpu) & 1u ? COLL_LINK_NVLINK : COLL_LINK_PCIE;
   if (ga || gb) return COLL_LINK_PCIE; /* GPU memory <-> host memory */
   if (pa->node.nnuma <= 1) return COLL_LINK_NUMA;
   return pa->rank.numa >= 0 && pa->rank.numa == pb->rank.numa ? COLL_LINK_NUMA : COLL_LINK_SOCKET;
 }
+
+/* Class of the link between ranks a and b of t, their GPUs' when they have them. */
+static int classOf(const struct collTopo* t, int a, int b) { return classOfMem(t, a, b, 1); }
 
 /* Whether the GPU(s) of a PCIE link sit on different (or unknown) NUMA nodes. */
 static int pciCrossesSockets(const collTopoPeer* pa, const collTopoPeer* pb) {
@@ -192,6 +197,14 @@ double collTopoLinkLat(collComm_t comm, int a, int b) {
     return c == COLL_LINK_NET ? COLL_LAT_NET_DEFAULT : c == COLL_LINK_SELF ? 0.0 : COLL_LAT_NUMA;
   }
   return latOf(comm->topo, classOf(comm->topo, a, b), a, b);
+}
+
+/* Bandwidth (GB/s) between the host memories of ranks a and b, 0 when
+ * either is not a rank. */
+double collTopoHostLinkBw(collComm_t comm, int a, int b) {
+  if (!validPair(comm, a, b)) return 0.0;
+  if (!comm->topo) return collTopoLinkBw(comm, a, b);
+  return bwOf(comm->topo, classOfMem(comm->topo, a, b, 0), a, b);
 }
 
 /* ---- init ------------------------------------------------------------------- */

@@ -4,7 +4,9 @@
  * the placement that matches one, and, on the fake CUDA driver
  * (fakecuda.topo_gpu: FAKECUDA_PCI gives its two GPUs the bus ids of p4d
  * GPUs 0 and 5), two ranks whose contexts are current on them: rank.gpu, the
- * NVLINK class and its bandwidth and latency between them.
+ * NVLINK class and its bandwidth and latency between them, the host link
+ * the host model keeps, the device model (tuner/devmodel.c) and the tuner's
+ * predicted time of a device-resident call against a host one.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,11 +17,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coll.h"
 #include "core/comm.h"
 #include "device/cuda_loader.h"
 #include "topo/topo_internal.h"
+#include "tuner/model.h"
+#include "tuner/tuner.h"
 
 #ifndef COLL_FIXTURES
 #error "COLL_FIXTURES (tests/fixtures/topology) must be defined by tests/CMakeLists.txt"
@@ -74,9 +79,17 @@ typedef struct {
   int rank;
   collResult_t res;
   char msg[256];
-  int gpu[2], cls;
-  double bw, lat;
+  int gpu[2], cls, devCls, devOk;
+  double bw, lat, hostBw;
+  collTuneModel dev;           /* collTuneDeviceModel of a made-up host model */
+  collTuneChoice host8, dev8;  /* all-reduce of 2 floats, host and device-resident */
 } rankArg;
+
+/* A host model with a distinct value in every field. */
+static collTuneModel madeUpHost(void) {
+  collTuneModel m = {{0.5, 3.0, 15.0, 50.0}, {13.0, 6.0, 1.5, 1.25}, 4.0, 10.0, 1.0, 1.0, 20.0 / 3.0};
+  return m;
+}
 
 /* One rank: its context current on fake GPU `rank`, init, record, destroy. */
 static void* rankMain(void* p) {
@@ -96,6 +109,12 @@ static void* rankMain(void* p) {
     a->cls = collTopoLinkClass(c, 0, 1);
     a->bw = collTopoLinkBw(c, 0, 1);
     a->lat = collTopoLinkLat(c, 0, 1);
+    a->hostBw = collTopoHostLinkBw(c, 0, 1);
+    collTuneModel host = madeUpHost();
+    a->devOk = collTuneDeviceModel(c, &host, &a->dev, &a->devCls);
+    if (collTunerChoose(c, COLL_FN_ALLREDUCE, 2, collFloat, "direct", 0, &a->host8) != collSuccess ||
+        collTunerChoose(c, COLL_FN_ALLREDUCE, 2, collFloat, "direct", 1, &a->dev8) != collSuccess)
+      a->devOk = -1;
     a->res = collCommDestroy(c);
   }
   COLL_CU(cuCtxSetCurrent)(NULL);
@@ -134,6 +153,29 @@ static void test_comm_gpu_from_context(void** st) {
     assert_int_equal(a[i].cls, COLL_LINK_NVLINK);
     assert_float_equal(a[i].bw, 240.0, 1e-4);
     assert_float_equal(a[i].lat, 0.6, 1e-9);
+    /* host memories: p4d has 2 NUMA nodes and the ranks' are unknown: SOCKET */
+    assert_float_equal(a[i].hostBw, 10.0, 1e-9);
+    /* the device model: the intra-node paths are the NVLink, the rest the host's */
+    collTuneModel h = madeUpHost(), d = a[i].dev;
+    assert_int_equal(a[i].devOk, 1);
+    assert_int_equal(a[i].devCls, COLL_LINK_NVLINK);
+    assert_float_equal(d.latUs[COLL_PATH_SHM], 0.6, 1e-9);
+    assert_float_equal(d.latUs[COLL_PATH_LOCAL], 0.6, 1e-9);
+    assert_float_equal(d.bwGBs[COLL_PATH_SHM], 240.0, 1e-4);
+    assert_float_equal(d.bwGBs[COLL_PATH_LOCAL], 240.0, 1e-4);
+    d.latUs[COLL_PATH_SHM] = h.latUs[COLL_PATH_SHM], d.latUs[COLL_PATH_LOCAL] = h.latUs[COLL_PATH_LOCAL];
+    d.bwGBs[COLL_PATH_SHM] = h.bwGBs[COLL_PATH_SHM], d.bwGBs[COLL_PATH_LOCAL] = h.bwGBs[COLL_PATH_LOCAL];
+    assert_memory_equal(&d, &h, sizeof d);
+    /* the tuner prices a device-resident call with it: one message each way */
+    assert_string_equal(a[i].host8.algo->name, "direct");
+    assert_string_equal(a[i].dev8.algo->name, "direct");
+    /* latency + step 1 us + 8 B at the path's bandwidth + the 8 B reduction at
+     * 0.4 x the host link: shm 3 us at 0.6 x 10 GB/s, NVLink 0.6 us at 240 GB/s
+     * (no CPU oversubscription: 2 ranks on at least 2 cores) */
+    if (sysconf(_SC_NPROCESSORS_ONLN) >= 2) {
+      assert_float_equal(a[i].host8.predictedUs, 3.0 + 1.0 + 8 / 6.0e3 + 8 / 4.0e3, 1e-9);
+      assert_float_equal(a[i].dev8.predictedUs, 0.6 + 1.0 + 8 / 240.0e3 + 8 / 4.0e3, 1e-9);
+    }
   }
 #endif
 }
