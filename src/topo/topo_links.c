@@ -323,7 +323,8 @@ collResult_t collTopoInit(collComm_t comm) {
   comm->topo = t;
   char gpuWhat[96];
   if (!gpuBus[0]) snprintf(gpuWhat, sizeof gpuWhat, "none (no current CUDA context)");
-  else if (me->gpu < 0) snprintf(gpuWhat, sizeof gpuWhat, "CUDA device %d, %s, not a GPU of the topology", ordinal, gpuBus);
+  else if (me->gpu < 0)
+    snprintf(gpuWhat, sizeof gpuWhat, "CUDA device %d, %s, not a GPU of the topology", ordinal, gpuBus);
   else snprintf(gpuWhat, sizeof gpuWhat, "%d (CUDA device %d, %s)", me->gpu, ordinal, gpuBus);
   COLL_INFO(COLL_SUB_INIT, "rank %d: NUMA node %d, NIC %d (%s, %.2f GB/s, %.0f us), GPU %s; progress thread: %s",
             comm->rank, me->numa, me->nic, me->nic >= 0 ? arg.nicName : props.name[0] ? props.name : "-",

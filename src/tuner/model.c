@@ -58,7 +58,8 @@ static void modelDefaults(collComm_t comm, const collTuneLayout* l, collTuneMode
   memset(m, 0, sizeof *m);
   int a, b;
   double memBw = 13.0;
-  if (pathPair(l, COLL_PATH_SHM, &a, &b) || pathPair(l, COLL_PATH_LOCAL, &a, &b)) memBw = collTopoHostLinkBw(comm, a, b);
+  if (pathPair(l, COLL_PATH_SHM, &a, &b) || pathPair(l, COLL_PATH_LOCAL, &a, &b))
+    memBw = collTopoHostLinkBw(comm, a, b);
   m->latUs[COLL_PATH_SHM] = 3.0;
   m->bwGBs[COLL_PATH_SHM] = 0.6 * memBw;
   m->latUs[COLL_PATH_LOCAL] = 15.0;

@@ -2,9 +2,10 @@
  * test_topo_gpu.c - a rank's GPU from its current CUDA context (issue 16):
  * the GPUs' PCI bus ids of a recorded topology (p4d: 8 A100 on NVSwitch),
  * the placement that matches one, and, on the fake CUDA driver
- * (fakecuda.topo_gpu: FAKECUDA_PCI gives its two GPUs the bus ids of p4d
- * GPUs 0 and 5), two ranks whose contexts are current on them: rank.gpu, the
- * NVLINK class and its bandwidth and latency between them, the host link
+ * (fakecuda.topo_gpu / topo_gpu_pcie: FAKECUDA_PCI gives its two GPUs the
+ * bus ids of p4d GPUs 0 and 5, or of the X9DRG's GPUs 0 and 1), two ranks
+ * whose contexts are current on them: rank.gpu, the link class (NVLINK,
+ * PCIE) and its bandwidth and latency between them, the host link
  * the host model keeps, the device model (tuner/devmodel.c) and the tuner's
  * predicted time of a device-resident call against a host one.
  */
@@ -96,7 +97,8 @@ static void* rankMain(void* p) {
   rankArg* a = p;
   CUcontext ctx = NULL;
   a->res = collSystemError;
-  if (COLL_CU(cuDevicePrimaryCtxRetain)(&ctx, a->rank) != CUDA_SUCCESS || COLL_CU(cuCtxSetCurrent)(ctx) != CUDA_SUCCESS) {
+  if (COLL_CU(cuDevicePrimaryCtxRetain)(&ctx, a->rank) != CUDA_SUCCESS ||
+      COLL_CU(cuCtxSetCurrent)(ctx) != CUDA_SUCCESS) {
     snprintf(a->msg, sizeof a->msg, "no context on fake GPU %d", a->rank);
     return NULL;
   }
@@ -123,46 +125,63 @@ static void* rankMain(void* p) {
 }
 #endif
 
-/* Two ranks on fake GPUs with p4d's bus ids 0000:10:1C.0 and 0000:90:1D.0
- * (upper case, as the driver writes them): GPUs 0 and 5, joined by
- * NVSwitch, so NVLINK at p4d's 12 x 20 GB/s, 0.6 us. */
+/* What two ranks on the fake GPUs must see for one FAKECUDA_PCI setting. */
+typedef struct {
+  const char* pci;     /* FAKECUDA_PCI of the ctest entry */
+  const char* fixture; /* COLL_TOPO_FILE */
+  int gpu0, gpu1, cls;
+  double bw, lat;
+} gpuCase;
+
+/* Upper-case bus ids, as the driver writes them. p4d GPUs 0 and 5 are
+ * joined by NVSwitch: NVLINK at 12 x 20 GB/s, 0.6 us. The X9DRG's GPUs 0
+ * and 1 hang off different sockets without NVLink: PCIE at the 12 GB/s
+ * default (no link speed recorded) capped at SOCKET's 10, 1.0 us x its NUMA
+ * distance 2.0. */
+static const gpuCase kCases[] = {
+    {"0000:10:1C.0,0000:90:1D.0", FIXTURE("p4d-a100-efa.xml"), 0, 5, COLL_LINK_NVLINK, 240.0, 0.6},
+    {"0000:03:00.0,0000:83:00.0", FIXTURE("x9drg-wholeio-mlx5.xml"), 0, 1, COLL_LINK_PCIE, 10.0, 2.0},
+};
+
+/* Two ranks whose contexts are current on the two fake GPUs of a case of
+ * kCases (fakecuda.topo_gpu, fakecuda.topo_gpu_pcie): their GPUs, the link
+ * between them, the device model and the tuner's predictions. */
 static void test_comm_gpu_from_context(void** st) {
   (void)st;
   const char* pci = getenv("FAKECUDA_PCI");
-  if (!pci || strcmp(pci, "0000:10:1C.0,0000:90:1D.0") != 0 || collCudaLoadQuiet() != collSuccess) {
-    print_message("skipped: needs the fake driver with FAKECUDA_PCI=0000:10:1C.0,0000:90:1D.0 (fakecuda.topo_gpu)\n");
+  const gpuCase* k = NULL;
+  for (size_t i = 0; pci && i < sizeof kCases / sizeof kCases[0]; i++)
+    if (strcmp(pci, kCases[i].pci) == 0) k = &kCases[i];
+  if (!k || collCudaLoadQuiet() != collSuccess) {
+    print_message("skipped: needs the fake driver with FAKECUDA_PCI of a case (fakecuda.topo_gpu*)\n");
     skip();
   }
 #ifdef COLL_HAVE_CUDA
-  setenv("COLL_TOPO_FILE", FIXTURE("p4d-a100-efa.xml"), 1);
-  rankArg a[2];
-  memset(a, 0, sizeof a);
-  assert_int_equal(collGetUniqueId(&a[0].id), collSuccess);
-  a[1].id = a[0].id;
+  setenv("COLL_TOPO_FILE", k->fixture, 1);
+  collUniqueId id;
+  assert_int_equal(collGetUniqueId(&id), collSuccess);
+  rankArg a[2] = {{.id = id, .rank = 0}, {.id = id, .rank = 1}};
   pthread_t th[2];
-  for (int i = 0; i < 2; i++) {
-    a[i].rank = i;
-    assert_int_equal(pthread_create(&th[i], NULL, rankMain, &a[i]), 0);
-  }
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&th[i], NULL, rankMain, &a[i]), 0);
   for (int i = 0; i < 2; i++) assert_int_equal(pthread_join(th[i], NULL), 0);
   unsetenv("COLL_TOPO_FILE");
   for (int i = 0; i < 2; i++) {
     if (a[i].res != collSuccess) fail_msg("rank %d: %s", i, a[i].msg);
-    assert_int_equal(a[i].gpu[0], 0);
-    assert_int_equal(a[i].gpu[1], 5);
-    assert_int_equal(a[i].cls, COLL_LINK_NVLINK);
-    assert_float_equal(a[i].bw, 240.0, 1e-4);
-    assert_float_equal(a[i].lat, 0.6, 1e-9);
-    /* host memories: p4d has 2 NUMA nodes and the ranks' are unknown: SOCKET */
+    assert_int_equal(a[i].gpu[0], k->gpu0);
+    assert_int_equal(a[i].gpu[1], k->gpu1);
+    assert_int_equal(a[i].cls, k->cls);
+    assert_float_equal(a[i].bw, k->bw, 1e-4);
+    assert_float_equal(a[i].lat, k->lat, 1e-9);
+    /* host memories: both nodes have 2 NUMA nodes and the ranks' are unknown: SOCKET */
     assert_float_equal(a[i].hostBw, 10.0, 1e-9);
-    /* the device model: the intra-node paths are the NVLink, the rest the host's */
+    /* the device model: the intra-node paths are the GPU link, the rest the host's */
     collTuneModel h = madeUpHost(), d = a[i].dev;
     assert_int_equal(a[i].devOk, 1);
-    assert_int_equal(a[i].devCls, COLL_LINK_NVLINK);
-    assert_float_equal(d.latUs[COLL_PATH_SHM], 0.6, 1e-9);
-    assert_float_equal(d.latUs[COLL_PATH_LOCAL], 0.6, 1e-9);
-    assert_float_equal(d.bwGBs[COLL_PATH_SHM], 240.0, 1e-4);
-    assert_float_equal(d.bwGBs[COLL_PATH_LOCAL], 240.0, 1e-4);
+    assert_int_equal(a[i].devCls, k->cls);
+    assert_float_equal(d.latUs[COLL_PATH_SHM], k->lat, 1e-9);
+    assert_float_equal(d.latUs[COLL_PATH_LOCAL], k->lat, 1e-9);
+    assert_float_equal(d.bwGBs[COLL_PATH_SHM], k->bw, 1e-4);
+    assert_float_equal(d.bwGBs[COLL_PATH_LOCAL], k->bw, 1e-4);
     d.latUs[COLL_PATH_SHM] = h.latUs[COLL_PATH_SHM], d.latUs[COLL_PATH_LOCAL] = h.latUs[COLL_PATH_LOCAL];
     d.bwGBs[COLL_PATH_SHM] = h.bwGBs[COLL_PATH_SHM], d.bwGBs[COLL_PATH_LOCAL] = h.bwGBs[COLL_PATH_LOCAL];
     assert_memory_equal(&d, &h, sizeof d);
@@ -170,11 +189,11 @@ static void test_comm_gpu_from_context(void** st) {
     assert_string_equal(a[i].host8.algo->name, "direct");
     assert_string_equal(a[i].dev8.algo->name, "direct");
     /* latency + step 1 us + 8 B at the path's bandwidth + the 8 B reduction at
-     * 0.4 x the host link: shm 3 us at 0.6 x 10 GB/s, NVLink 0.6 us at 240 GB/s
+     * 0.4 x the host link: shm 3 us at 0.6 x 10 GB/s, the GPU link at its own
      * (no CPU oversubscription: 2 ranks on at least 2 cores) */
     if (sysconf(_SC_NPROCESSORS_ONLN) >= 2) {
       assert_float_equal(a[i].host8.predictedUs, 3.0 + 1.0 + 8 / 6.0e3 + 8 / 4.0e3, 1e-9);
-      assert_float_equal(a[i].dev8.predictedUs, 0.6 + 1.0 + 8 / 240.0e3 + 8 / 4.0e3, 1e-9);
+      assert_float_equal(a[i].dev8.predictedUs, k->lat + 1.0 + 8 / (k->bw * 1e3) + 8 / 4.0e3, 1e-9);
     }
   }
 #endif
