@@ -160,7 +160,7 @@ static void tunerTable(collComm_t comm) {
       char cell[64];
       collTuneChoice c;
       if (collMailboxFits(comm, &op)) snprintf(cell, sizeof cell, "mailbox");
-      else if (collTunerChoose(comm, (collFunc)fn, op.count, collFloat, op.algo, &c) != collSuccess)
+      else if (collTunerChoose(comm, (collFunc)fn, op.count, collFloat, op.algo, 0, &c) != collSuccess)
         snprintf(cell, sizeof cell, "(none)");
       else
         snprintf(cell, sizeof cell, "%s/%dch/%zuK %.0fus", c.algo->name, c.nchannels, c.chunkBytes >> 10,

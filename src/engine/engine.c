@@ -371,11 +371,12 @@ static collResult_t collRunSched(collComm_t comm, const collOp* op, const collOp
   x.esize = collTypeSize(op->dtype);
   x.blockCount = op->count;
   collTuneChoice tune;
-  collResult_t tr = collTunerChoose(comm, op->fn, op->count, op->dtype, op->algo, &tune);
+  int device = op->mem.kind != COLL_MEM_HOST; /* device-resident (devpath.c): staged calls pass host memory */
+  collResult_t tr = collTunerChoose(comm, op->fn, op->count, op->dtype, op->algo, device, &tune);
   if (tr != collSuccess) return tr;
   x.algo = tune.algo;
   void* stream = NULL;
-  if (op->mem.kind != COLL_MEM_HOST && (tr = collDevPathFor(comm, &x.set, &stream)) != collSuccess)
+  if (device && (tr = collDevPathFor(comm, &x.set, &stream)) != collSuccess)
     return collEngineFail(comm, tr);
   x.conns = x.set ? x.set->conns : comm->conns;
   if ((tr = collExecInit(&x.ex, &op->mem, stream, op->dtype, op->op)) != collSuccess) return collEngineFail(comm, tr);

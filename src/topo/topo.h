@@ -138,6 +138,10 @@ void collTopoDestroy(struct collTopo* t);
 int collTopoLinkClass(collComm_t comm, int a, int b);
 double collTopoLinkBw(collComm_t comm, int a, int b);
 double collTopoLinkLat(collComm_t comm, int a, int b);
+/* Bandwidth (GB/s) between the host memories of ranks a and b: the class
+ * their CPU placement gives (SELF, NUMA, SOCKET, NET), whatever GPUs they
+ * have; 0 when either is not a rank. What host calls move data through. */
+double collTopoHostLinkBw(collComm_t comm, int a, int b);
 /* "SELF", "NUMA", "NVLINK", "PCIE", "SOCKET", "NET". */
 const char* collTopoLinkName(int cls);
 

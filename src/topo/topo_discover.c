@@ -153,7 +153,7 @@ collResult_t collTopoSummarize(const char* xmlPath, const char* dumpPath, collTo
   hwloc_topology_t t;
   collResult_t r = topoLoad(xmlPath, &t);
   if (r != collSuccess) return r;
-  collTopoBuildSummary(t, out, NULL);
+  collTopoBuildSummary(t, out, NULL, NULL);
   if (dumpPath) r = topoDump(t, out, dumpPath);
   hwloc_topology_destroy(t);
   return r;
@@ -188,7 +188,7 @@ static collResult_t localDiscover(const char* file, collTopoLocal* l) {
     l->sum.ncores = l->sum.npus = (uint32_t)(n > 0 ? n : 1);
     return collSuccess;
   }
-  collTopoBuildSummary(t, &l->sum, &l->nicNames);
+  collTopoBuildSummary(t, &l->sum, &l->nicNames, &l->gpuBus);
   l->thisSystem = hwloc_topology_is_thissystem(t);
   int nn = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
   l->numaCpus = nn > 0 ? calloc((size_t)nn, sizeof(hwloc_bitmap_t)) : NULL;

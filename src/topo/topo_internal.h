@@ -15,19 +15,23 @@
 
 /* OS device names of each NIC in summary order ("" when absent). */
 typedef char collTopoNicNames[COLL_TOPO_MAX_NICS][COLL_TOPO_NIC_NAMES][COLL_TOPO_NAME_LEN];
+/* PCI bus id of each GPU in summary order, "0000:10:1c.0" (lower-case hex). */
+typedef char collTopoGpuBusIds[COLL_TOPO_MAX_GPUS][COLL_TOPO_NAME_LEN];
 
 /* This process's view of its machine, discovered once (topo_discover.c). */
 typedef struct {
   collTopoSummary sum;
   collTopoNicNames nicNames;
+  collTopoGpuBusIds gpuBus;
   int thisSystem;            /* discovered live (not COLL_TOPO_FILE): binding works */
   int nnuma;
   hwloc_bitmap_t* numaCpus;  /* [nnuma] cpuset of each NUMA node, logical order */
 } collTopoLocal;
 
-/* topo_summary.c: fills *s (zeroed first) and, when names is set, the OS
- * device names of every NIC in the table. */
-void collTopoBuildSummary(hwloc_topology_t topo, collTopoSummary* s, collTopoNicNames* names);
+/* topo_summary.c: fills *s (zeroed first) and, when names / gpuBus are set,
+ * the OS device names of every NIC and the bus id of every GPU in the table. */
+void collTopoBuildSummary(hwloc_topology_t topo, collTopoSummary* s, collTopoNicNames* names,
+                          collTopoGpuBusIds* gpuBus);
 /* topo_summary.c: writes the summary as text: the one-line form, then one line
  * per GPU and NIC. Returns 0 or -1 on an I/O error. */
 int collTopoWriteSummary(FILE* f, const collTopoSummary* s);
@@ -37,10 +41,11 @@ int collTopoWriteSummary(FILE* f, const collTopoSummary* s);
 collResult_t collTopoWithLocal(void (*fn)(const collTopoLocal* l, void* arg), void* arg);
 
 /* topo_pin.c: places the calling rank (NUMA of its CPU binding, the NIC named
- * netDev) and decides where its progress thread goes (*pinSet, a new bitmap,
+ * netDev, the GPU whose bus id is gpuBus: "0000:10:1c.0", NULL or "" for a
+ * host rank) and decides where its progress thread goes (*pinSet, a new bitmap,
  * or NULL; why: the reason, for the log). */
-void collTopoPlace(const collTopoLocal* l, const char* netDev, collTopoRank* r, hwloc_bitmap_t* pinSet,
-                   char* why, size_t whyLen);
+void collTopoPlace(const collTopoLocal* l, const char* netDev, const char* gpuBus, collTopoRank* r,
+                   hwloc_bitmap_t* pinSet, char* why, size_t whyLen);
 
 /* topo_nic.c: the NIC of the summary (index in s->nics) that a transport
  * device's PCI path stands for: its last component that is a PCI bus id

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "device/ctxgpu.h"
 #include "misc/log.h"
 #include "topo/topo_internal.h"
 
@@ -96,17 +97,22 @@ static double numaRatio(const collTopoSummary* s) {
   return s->numaDist ? s->numaDist / 10.0 : COLL_NUMA_DIST_DEFAULT;
 }
 
-/* Class of the link between ranks a and b of t (valid indices). */
-static int classOf(const struct collTopo* t, int a, int b) {
+/* Class of the link between ranks a and b of t (valid indices): between
+ * their GPUs when gpus is set and they have them, else between their host
+ * memories. */
+static int classOfMem(const struct collTopo* t, int a, int b, int gpus) {
   if (a == b) return COLL_LINK_SELF;
   if (t->rankNode[a] != t->rankNode[b]) return COLL_LINK_NET;
   const collTopoPeer *pa = &t->peers[a], *pb = &t->peers[b];
-  const collTopoGpu *ga = rankGpu(pa), *gb = rankGpu(pb);
+  const collTopoGpu *ga = gpus ? rankGpu(pa) : NULL, *gb = gpus ? rankGpu(pb) : NULL;
   if (ga && gb) return (ga->nvlMask >> pb->rank.gpu) & 1u ? COLL_LINK_NVLINK : COLL_LINK_PCIE;
   if (ga || gb) return COLL_LINK_PCIE; /* GPU memory <-> host memory */
   if (pa->node.nnuma <= 1) return COLL_LINK_NUMA;
   return pa->rank.numa >= 0 && pa->rank.numa == pb->rank.numa ? COLL_LINK_NUMA : COLL_LINK_SOCKET;
 }
+
+/* Class of the link between ranks a and b of t, their GPUs' when they have them. */
+static int classOf(const struct collTopo* t, int a, int b) { return classOfMem(t, a, b, 1); }
 
 /* Whether the GPU(s) of a PCIE link sit on different (or unknown) NUMA nodes. */
 static int pciCrossesSockets(const collTopoPeer* pa, const collTopoPeer* pb) {
@@ -193,9 +199,18 @@ double collTopoLinkLat(collComm_t comm, int a, int b) {
   return latOf(comm->topo, classOf(comm->topo, a, b), a, b);
 }
 
+/* Bandwidth (GB/s) between the host memories of ranks a and b, 0 when
+ * either is not a rank. */
+double collTopoHostLinkBw(collComm_t comm, int a, int b) {
+  if (!validPair(comm, a, b)) return 0.0;
+  if (!comm->topo) return collTopoLinkBw(comm, a, b);
+  return bwOf(comm->topo, classOfMem(comm->topo, a, b, 0), a, b);
+}
+
 /* ---- init ------------------------------------------------------------------- */
 typedef struct {
   const char* netDev;
+  const char* gpuBus;  /* of the current CUDA context's device, "" = none */
   const char* pciPath; /* of that device: matched by bus id when the name is not a NIC of the topology */
   collTopoPeer* me;
   hwloc_bitmap_t pinSet;
@@ -208,13 +223,13 @@ typedef struct {
 static void placeFn(const collTopoLocal* l, void* arg) {
   collTopoPlaceArg* p = arg;
   p->me->node = l->sum;
-  collTopoPlace(l, p->netDev, &p->me->rank, &p->pinSet, p->why, p->whyLen);
+  collTopoPlace(l, p->netDev, p->gpuBus, &p->me->rank, &p->pinSet, p->why, p->whyLen);
   if (p->me->rank.nic < 0 && p->pciPath && *p->pciPath) {
     int nic = collTopoNicOfPci(&l->sum, &l->nicNames, p->pciPath);
     if (nic >= 0) {
       const char* name = l->nicNames[nic][0][0] ? l->nicNames[nic][0] : l->nicNames[nic][COLL_TOPO_NIC_BUSID];
       hwloc_bitmap_free(p->pinSet); /* placed again: the pin decision follows the NIC */
-      collTopoPlace(l, name, &p->me->rank, &p->pinSet, p->why, p->whyLen);
+      collTopoPlace(l, name, p->gpuBus, &p->me->rank, &p->pinSet, p->why, p->whyLen);
     }
   }
   if (p->me->rank.nic >= 0) snprintf(p->nicName, sizeof p->nicName, "%s", l->nicNames[p->me->rank.nic][0]);
@@ -279,7 +294,11 @@ collResult_t collTopoInit(collComm_t comm) {
   int k = comm->interSlot; /* the network transport of most of this rank's pairs */
   const collNet_t* net = k > 0 ? comm->nets[k] : NULL;
   if (net && net->getProperties(comm->netDev[k], &props) != collSuccess) memset(&props, 0, sizeof props);
-  collTopoPlaceArg arg = {props.name, props.pciPath, &peers[comm->rank], NULL, t->pinWhy, sizeof t->pinWhy, ""};
+  char gpuBus[COLL_TOPO_NAME_LEN]; /* the GPU of the current context, if CUDA is already in use */
+  int ordinal;
+  collCudaCurrentBusId(gpuBus, sizeof gpuBus, &ordinal);
+  collTopoPlaceArg arg = {props.name, gpuBus, props.pciPath, &peers[comm->rank], NULL, t->pinWhy, sizeof t->pinWhy,
+                          ""};
   collResult_t r = collTopoWithLocal(placeFn, &arg);
   collTopoRank* me = &peers[comm->rank].rank;
   if (r == collSuccess) {
@@ -302,9 +321,14 @@ collResult_t collTopoInit(collComm_t comm) {
   t->peers = peers;
   t->pinSet = arg.pinSet;
   comm->topo = t;
-  COLL_INFO(COLL_SUB_INIT, "rank %d: NUMA node %d, NIC %d (%s, %.2f GB/s, %.0f us), GPU %d; progress thread: %s",
+  char gpuWhat[96];
+  if (!gpuBus[0]) snprintf(gpuWhat, sizeof gpuWhat, "none (no current CUDA context)");
+  else if (me->gpu < 0)
+    snprintf(gpuWhat, sizeof gpuWhat, "CUDA device %d, %s, not a GPU of the topology", ordinal, gpuBus);
+  else snprintf(gpuWhat, sizeof gpuWhat, "%d (CUDA device %d, %s)", me->gpu, ordinal, gpuBus);
+  COLL_INFO(COLL_SUB_INIT, "rank %d: NUMA node %d, NIC %d (%s, %.2f GB/s, %.0f us), GPU %s; progress thread: %s",
             comm->rank, me->numa, me->nic, me->nic >= 0 ? arg.nicName : props.name[0] ? props.name : "-",
-            me->netGBps, me->netLatUs, me->gpu, t->pinWhy);
+            me->netGBps, me->netLatUs, gpuWhat, t->pinWhy);
   if (comm->rank == 0) logTopology(comm, t);
   return collSuccess;
 }

@@ -100,7 +100,7 @@ static void pickFn(const collTopoLocal* l, void* arg) {
   collTopoRank r;
   hwloc_bitmap_t pin = NULL;
   char tmp[160];
-  collTopoPlace(l, NULL, &r, &pin, tmp, sizeof tmp); /* the rank's NUMA node */
+  collTopoPlace(l, NULL, NULL, &r, &pin, tmp, sizeof tmp); /* the rank's NUMA node */
   hwloc_bitmap_free(pin);
   a->pick = collTopoPickNic(&l->sum, &l->nicNames, a->paths, a->n, r.gpu, r.numa, a->spread, a->why, a->whyLen);
 }

@@ -32,8 +32,8 @@ static hwloc_bitmap_t threadCpus(void) {
 
 /* Placement of the calling rank and its progress-thread decision (see the
  * file comment and topo_internal.h). */
-void collTopoPlace(const collTopoLocal* l, const char* netDev, collTopoRank* r, hwloc_bitmap_t* pinSet, char* why,
-                   size_t whyLen) {
+void collTopoPlace(const collTopoLocal* l, const char* netDev, const char* gpuBus, collTopoRank* r,
+                   hwloc_bitmap_t* pinSet, char* why, size_t whyLen) {
   const collTopoSummary* s = &l->sum;
   memset(r, 0, sizeof *r);
   r->numa = r->gpu = r->nic = -1;
@@ -42,6 +42,9 @@ void collTopoPlace(const collTopoLocal* l, const char* netDev, collTopoRank* r, 
   for (int i = 0; netDev && *netDev && i < nt && r->nic < 0; i++)
     for (int k = 0; k < COLL_TOPO_NIC_NAMES; k++)
       if (strcmp(l->nicNames[i][k], netDev) == 0) r->nic = (int16_t)i;
+  int ng = s->ngpus < COLL_TOPO_MAX_GPUS ? s->ngpus : COLL_TOPO_MAX_GPUS;
+  for (int g = 0; gpuBus && *gpuBus && g < ng && r->gpu < 0; g++)
+    if (strcmp(l->gpuBus[g], gpuBus) == 0) r->gpu = (int16_t)g;
   hwloc_bitmap_t mine = l->thisSystem ? threadCpus() : NULL;
   for (int k = 0; mine && k < l->nnuma && r->numa < 0; k++)
     if (hwloc_bitmap_isincluded(mine, l->numaCpus[k])) r->numa = (int16_t)k;

@@ -203,14 +203,19 @@ static void readDistances(hwloc_topology_t topo, collTopoSummary* s, hwloc_obj_t
 }
 
 /* Copies up to COLL_TOPO_NIC_NAMES network / OpenFabrics OS device names. */
+/* PCI bus id of a PCI device, "0000:10:1c.0", into out. */
+static void busId(hwloc_obj_t o, char* out) {
+  snprintf(out, COLL_TOPO_NAME_LEN, "%04x:%02x:%02x.%x", o->attr->pcidev.domain, o->attr->pcidev.bus,
+           o->attr->pcidev.dev, o->attr->pcidev.func);
+}
+
 static void nicNames(hwloc_obj_t o, char (*out)[COLL_TOPO_NAME_LEN]) {
   int k = 0;
   for (hwloc_obj_t c = o->io_first_child; c && k < COLL_TOPO_NIC_NAMES - 1; c = c->next_sibling)
     if (c->type == HWLOC_OBJ_OS_DEVICE && c->name &&
         (c->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK || c->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS))
       snprintf(out[k++], COLL_TOPO_NAME_LEN, "%s", c->name);
-  snprintf(out[COLL_TOPO_NIC_BUSID], COLL_TOPO_NAME_LEN, "%04x:%02x:%02x.%x", o->attr->pcidev.domain,
-           o->attr->pcidev.bus, o->attr->pcidev.dev, o->attr->pcidev.func);
+  busId(o, out[COLL_TOPO_NIC_BUSID]);
 }
 
 /* Saturating count for the uint8_t fields. */
@@ -218,9 +223,11 @@ static uint8_t sat8(int x) { return (uint8_t)(x > 255 ? 255 : x); }
 
 /* Counts, GPU and NIC tables, switches, paths and NVLink of a loaded topology
  * (see topo_internal.h). */
-void collTopoBuildSummary(hwloc_topology_t topo, collTopoSummary* s, collTopoNicNames* names) {
+void collTopoBuildSummary(hwloc_topology_t topo, collTopoSummary* s, collTopoNicNames* names,
+                          collTopoGpuBusIds* gpuBus) {
   memset(s, 0, sizeof *s);
   if (names) memset(names, 0, sizeof *names);
+  if (gpuBus) memset(gpuBus, 0, sizeof *gpuBus);
   s->version = COLL_TOPO_VERSION;
   int npu = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PU), ncore = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_CORE);
   s->npus = (uint32_t)(npu > 0 ? npu : 1);
@@ -280,6 +287,7 @@ void collTopoBuildSummary(hwloc_topology_t topo, collTopoSummary* s, collTopoNic
     e->numa = (int8_t)numaOf(topo, gpu[g]);
     e->package = (int8_t)packageOf(topo, gpu[g]);
     e->vendor = (uint8_t)gpuVendor(gpu[g]);
+    if (gpuBus) busId(gpu[g], (*gpuBus)[g]);
     e->nic = -1;
     /* Closest NIC: the RDMA ones when there are any, else the others. */
     int lo = 0, hi = nrdma > 0 ? nrdma : nt, bestPath = 0, bestHops = 0;

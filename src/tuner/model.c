@@ -4,9 +4,10 @@
  * Defaults come from the topology's link estimates (src/topo/topo_links.c)
  * and from constants measured on commodity x86 hosts with coll's own
  * engine (software latency of one shm/tcp message, per-step overhead):
- *   shm path:  latency 3 us + 1 us per step, bandwidth 0.6 x the link's
- *              memcpy bandwidth (each byte is copied into and out of the
- *              shared ring);
+ *   shm path:  latency 3 us + 1 us per step, bandwidth 0.6 x the memcpy
+ *              bandwidth of the ranks' host-memory link (collTopoHostLinkBw:
+ *              their GPUs do not count; each byte is copied into and out of
+ *              the shared ring);
  *   tcp inside a node: 15 us, 1.5 GB/s (loopback TCP);
  *   between nodes: the topology's NIC latency and bandwidth.
  * COLL_TUNE_CALIBRATE=1 replaces them with measurements taken at init:
@@ -16,6 +17,7 @@
  * copy speed. CPU oversubscription (cpuShare) is the largest ratio of ranks
  * to cores over all nodes. All of it is allgathered so every rank uses rank
  * 0's numbers (identical inputs -> identical choices on every rank).
+ * Device-resident calls have their own model (devmodel.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +58,8 @@ static void modelDefaults(collComm_t comm, const collTuneLayout* l, collTuneMode
   memset(m, 0, sizeof *m);
   int a, b;
   double memBw = 13.0;
-  if (pathPair(l, COLL_PATH_SHM, &a, &b) || pathPair(l, COLL_PATH_LOCAL, &a, &b)) memBw = collTopoLinkBw(comm, a, b);
+  if (pathPair(l, COLL_PATH_SHM, &a, &b) || pathPair(l, COLL_PATH_LOCAL, &a, &b))
+    memBw = collTopoHostLinkBw(comm, a, b);
   m->latUs[COLL_PATH_SHM] = 3.0;
   m->bwGBs[COLL_PATH_SHM] = 0.6 * memBw;
   m->latUs[COLL_PATH_LOCAL] = 15.0;

@@ -13,6 +13,7 @@
 #include "misc/log.h"
 #include "misc/param.h"
 #include "reduce/reduce.h"
+#include "topo/topo.h"
 #include "tuner/cost.h"
 #include "tuner/model.h"
 #include "tuner/plugin.h"
@@ -37,11 +38,13 @@ typedef struct {
 
 struct collTunerState {
   collTuneModel model;
+  collTuneModel devModel; /* device-resident calls (collTuneDeviceModel) */
+  int devLink;            /* its intra-node GPU link class, -1: none known (devModel = model) */
   collTuneLayout layout;
   collTunerPlugin plugin;
-  /* per element size too: at a few elements per rank the count, not the
-   * bytes, shapes the schedules (1 double is not 2 floats) */
-  tuneEntry cache[TUNE_COLLS][TUNE_ESIZES][TUNE_BUCKETS];
+  /* [device-resident] per element size too: at a few elements per rank the
+   * count, not the bytes, shapes the schedules (1 double is not 2 floats) */
+  tuneEntry cache[2][TUNE_COLLS][TUNE_ESIZES][TUNE_BUCKETS];
 };
 
 static const char* collFnKeys[COLL_FN_COUNT] = {"allreduce", "allgather", "reducescatter", "broadcast",
@@ -65,8 +68,8 @@ static int algoUseful(const collAlgo* a, const collTuneLayout* l) {
 }
 
 /* Cheapest chunk size and channel count for one algorithm. */
-static void priceAlgo(collComm_t comm, const collAlgo* a, collFunc fn, size_t count, size_t esize, double* us,
-                      size_t* chunkOut, int* nchOut) {
+static void priceAlgo(collComm_t comm, const collTuneModel* m, const collAlgo* a, collFunc fn, size_t count,
+                      size_t esize, double* us, size_t* chunkOut, int* nchOut) {
   const struct collTunerState* t = comm->tuner;
   int fixedChunk = collParamIsSet(COLL_PARAM_CHUNKSIZE), fixedCh = collParamIsSet(COLL_PARAM_NCHANNELS);
   size_t nChunks = fixedChunk ? 1 : sizeof kChunks / sizeof kChunks[0];
@@ -78,7 +81,7 @@ static void priceAlgo(collComm_t comm, const collAlgo* a, collFunc fn, size_t co
     size_t chunkElems = chunk / esize ? chunk / esize : 1;
     size_t sliceElems = fn == COLL_FN_ALLREDUCE ? chunkElems * (size_t)comm->nranks : chunkElems;
     size_t nslices = (count + sliceElems - 1) / sliceElems;
-    collSliceCost sc = collCostSlice(&t->model, &t->layout, a->build, fn, count < sliceElems ? count : sliceElems, esize);
+    collSliceCost sc = collCostSlice(m, &t->layout, a->build, fn, count < sliceElems ? count : sliceElems, esize);
     for (size_t hi = 0; hi < sizeof kChannels / sizeof kChannels[0]; hi++) {
       int nch = fixedCh ? comm->nchannels : kChannels[hi];
       if (nch > comm->maxChannels) continue;
@@ -96,7 +99,8 @@ static void priceAlgo(collComm_t comm, const collAlgo* a, collFunc fn, size_t co
 
 /* Prices the rows that build fn: every useful one (allowed == 0), or those
  * in allowed (COLL_ALGO), the useful ones if there are any. */
-static void priceAll(collComm_t comm, collFunc fn, size_t count, size_t esize, uint64_t allowed, tuneTable* tt) {
+static void priceAll(collComm_t comm, const collTuneModel* m, collFunc fn, size_t count, size_t esize,
+                     uint64_t allowed, tuneTable* tt) {
   memset(tt, 0, sizeof *tt);
   tt->best = -1;
   int anyUseful = !allowed;
@@ -110,7 +114,7 @@ static void priceAll(collComm_t comm, collFunc fn, size_t count, size_t esize, u
     int i = tt->n++;
     tt->algo[i] = a;
     tt->name[i] = a->name;
-    priceAlgo(comm, a, fn, count, esize, &tt->us[i], &tt->chunk[i], &tt->nch[i]);
+    priceAlgo(comm, m, a, fn, count, esize, &tt->us[i], &tt->chunk[i], &tt->nch[i]);
     if (tt->us[i] < TUNE_INFEASIBLE && (tt->best < 0 || tt->us[i] < TUNE_MARGIN * tt->us[tt->best])) tt->best = i;
   }
 }
@@ -160,16 +164,22 @@ static size_t bucketCount(int b, size_t esize) {
   return c ? c : 1;
 }
 
-static tuneEntry* cacheEntry(struct collTunerState* t, collFunc fn, size_t count, size_t esize) {
+static tuneEntry* cacheEntry(struct collTunerState* t, int dev, collFunc fn, size_t count, size_t esize) {
   int s = 0;
   while (s + 1 < TUNE_ESIZES && ((size_t)1 << s) < esize) s++;
-  return &t->cache[fn][s][bucketOf(count * esize)];
+  return &t->cache[dev][fn][s][bucketOf(count * esize)];
 }
 
-static void decide(collComm_t comm, collFunc fn, size_t count, size_t esize, uint64_t allowed, const char* spec,
-                   collTuneChoice* c) {
+/* The model of a call: the device one for device-resident calls (dev 1). */
+static const collTuneModel* modelOf(const struct collTunerState* t, int dev) { return dev ? &t->devModel : &t->model; }
+
+/* What the TUNE lines say after the byte count of a device-resident call. */
+static const char* devNote(int dev) { return dev ? " device-resident" : ""; }
+
+static void decide(collComm_t comm, int dev, collFunc fn, size_t count, size_t esize, uint64_t allowed,
+                   const char* spec, collTuneChoice* c) {
   tuneTable tt;
-  priceAll(comm, fn, count, esize, allowed, &tt);
+  priceAll(comm, modelOf(comm->tuner, dev), fn, count, esize, allowed, &tt);
   c->algo = tt.best >= 0 ? tt.algo[tt.best] : NULL;
   c->predictedUs = tt.best >= 0 ? tt.us[tt.best] : 0;
   c->chunkBytes = tt.best >= 0 ? tt.chunk[tt.best] : comm->chunkBytes;
@@ -179,22 +189,24 @@ static void decide(collComm_t comm, collFunc fn, size_t count, size_t esize, uin
     char buf[1024];
     formatTable(&tt, buf, sizeof buf);
     COLL_INFO(COLL_SUB_TUNE,
-              "tuner: %s %zu bytes (%zu x %zu B) nranks %d nnodes %d -> %s chunk %zu channels %d (%s%s%spredicted us: "
-              "%s)",
-              collFnKeys[fn], count * esize, count, esize, comm->nranks, comm->nnodes, c->algo ? c->algo->name : "?",
+              "tuner: %s %zu bytes%s (%zu x %zu B) nranks %d nnodes %d -> %s chunk %zu channels %d (%s%s%spredicted "
+              "us: %s)",
+              collFnKeys[fn], count * esize, devNote(dev), count, esize, comm->nranks, comm->nnodes,
+              c->algo ? c->algo->name : "?",
               c->chunkBytes, c->nchannels, spec ? "COLL_ALGO allows " : "", spec ? spec : "", spec ? "; " : "", buf);
   }
 }
 
 collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDataType_t dtype, const char* forcedAlgo,
-                             collTuneChoice* out) {
+                             int device, collTuneChoice* out) {
   size_t esize = collTypeSize(dtype);
   if ((unsigned)fn >= TUNE_COLLS || esize == 0)
     return collSetError(collInvalidArgument, "tuner: no algorithms for function %d", (int)fn);
   struct collTunerState* t = comm->tuner;
-  tuneEntry* e = cacheEntry(t, fn, count, esize);
+  int dev = device && t->devLink >= 0; /* without GPU links the device model is the host one */
+  tuneEntry* e = cacheEntry(t, dev, fn, count, esize);
   if (!e->valid) {
-    decide(comm, fn, bucketCount(bucketOf(count * esize), esize), esize, 0, NULL, &e->c);
+    decide(comm, dev, fn, bucketCount(bucketOf(count * esize), esize), esize, 0, NULL, &e->c);
     e->valid = 1;
   }
   *out = e->c;
@@ -208,15 +220,15 @@ collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDat
         const collAlgo* a = &collAlgoTable[__builtin_ctzll(allowed)];
         double us;
         e->forced.algo = a;
-        priceAlgo(comm, a, fn, bc, esize, &us, &e->forced.chunkBytes, &e->forced.nchannels);
+        priceAlgo(comm, modelOf(t, dev), a, fn, bc, esize, &us, &e->forced.chunkBytes, &e->forced.nchannels);
         e->forced.predictedUs = us;
         COLL_INFO(COLL_SUB_TUNE,
-                  "tuner: %s %zu bytes (%zu x %zu B) nranks %d nnodes %d -> %s chunk %zu channels %d (forced by "
+                  "tuner: %s %zu bytes%s (%zu x %zu B) nranks %d nnodes %d -> %s chunk %zu channels %d (forced by "
                   "COLL_ALGO; predicted us %.1f)",
-                  collFnKeys[fn], bc * esize, bc, esize, comm->nranks, comm->nnodes, a->name, e->forced.chunkBytes,
+                  collFnKeys[fn], bc * esize, devNote(dev), bc, esize, comm->nranks, comm->nnodes, a->name, e->forced.chunkBytes,
                   e->forced.nchannels, us);
       } else {
-        decide(comm, fn, bc, esize, allowed, forcedAlgo, &e->forced);
+        decide(comm, dev, fn, bc, esize, allowed, forcedAlgo, &e->forced);
       }
       e->forcedName = forcedAlgo;
     }
@@ -231,7 +243,7 @@ collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDat
 void collTunerNoteMailbox(collComm_t comm, collFunc fn, size_t count, collDataType_t dtype) {
   size_t esize = collTypeSize(dtype);
   if ((unsigned)fn >= TUNE_COLLS || !collLogEnabled(COLL_LOG_INFO, COLL_SUB_TUNE)) return;
-  tuneEntry* e = cacheEntry(comm->tuner, fn, count, esize);
+  tuneEntry* e = cacheEntry(comm->tuner, 0, fn, count, esize);
   if (e->mailboxLogged) return;
   e->mailboxLogged = 1;
   COLL_INFO(COLL_SUB_TUNE,
@@ -263,7 +275,7 @@ static void logLadder(collComm_t comm) {
   for (int fn = 0; fn < TUNE_COLLS; fn++)
     for (size_t bytes = 8; bytes <= ((size_t)256 << 20); bytes *= 4) {
       collTuneChoice c;
-      decide(comm, (collFunc)fn, bytes / esize, esize, 0, NULL, &c);
+      decide(comm, 0, (collFunc)fn, bytes / esize, esize, 0, NULL, &c);
     }
 }
 
@@ -286,6 +298,12 @@ collResult_t collTunerInit(collComm_t comm) {
             collParamInt(COLL_PARAM_TUNE_CALIBRATE) ? " (calibrated)" : "", m->latUs[COLL_PATH_SHM],
             m->bwGBs[COLL_PATH_SHM], m->latUs[COLL_PATH_LOCAL], m->bwGBs[COLL_PATH_LOCAL], m->latUs[COLL_PATH_NET],
             m->bwGBs[COLL_PATH_NET], m->reduceGBs, m->copyGBs, m->stepUs, m->cpuShare, t->layout.netLinks);
+  t->devLink = -1;
+  if (collTuneDeviceModel(comm, m, &t->devModel, &t->devLink))
+    COLL_INFO(COLL_SUB_TUNE, "tuner device model: GPU links inside a node %s %.1f us %.2f GB/s (device-resident calls)",
+              collTopoLinkName(t->devLink), t->devModel.latUs[COLL_PATH_SHM], t->devModel.bwGBs[COLL_PATH_SHM]);
+  else
+    COLL_INFO(COLL_SUB_TUNE, "tuner device model: the host one (no two ranks of a node with known GPUs)");
   if (comm->rank == 0 && collLogEnabled(COLL_LOG_INFO, COLL_SUB_TUNE)) logLadder(comm);
   return collSuccess;
 }

@@ -8,8 +8,8 @@
  *  2. a tuner plugin (COLL_TUNER_PLUGIN, include/coll_tuner.h) may pick
  *     among the candidates, seeing the cost model's predictions;
  *  3. otherwise the cost model (cost.h) picks the fastest candidate.
- * Decisions are cached per communicator, collective, element size and
- * power-of-two size bucket. Every input is identical on every rank (see
+ * Decisions are cached per communicator, host or device-resident call,
+ * collective, element size and power-of-two size bucket. Every input is identical on every rank (see
  * model.c), so all ranks choose the same schedule. */
 #ifndef COLL_TUNER_H_
 #define COLL_TUNER_H_
@@ -41,12 +41,14 @@ void collTunerFree(collComm_t comm);
 
 /* The choice for one call; forcedAlgo = the op's COLL_ALGO list for fn
  * (collAlgoOverride: "ring", "tree,rhd", "^ring") or NULL. The pointer is
- * the cache key: pass the same string for the same list. collInvalidArgument
+ * the cache key: pass the same string for the same list. device: 1 when the
+ * call runs device-resident (engine/devpath.c): priced with the GPU links
+ * inside a node (model.h, collTuneDeviceModel), cached apart. collInvalidArgument
  * when no algorithm builds fn or the list does not fit fn (the message lists
  * fn's algorithms). Not thread-safe across calls on one communicator (as the
  * engine). */
 collResult_t collTunerChoose(collComm_t comm, collFunc fn, size_t count, collDataType_t dtype,
-                             const char* forcedAlgo, collTuneChoice* out);
+                             const char* forcedAlgo, int device, collTuneChoice* out);
 /* The engine runs this call through the shared-memory mailbox instead of a
  * schedule (engine/mailbox.h): logged at INFO (TUNE) once per collective and
  * size bucket, in the form of a choice ("-> mailbox"). */

@@ -65,7 +65,7 @@ static int body(void* arg) {
     const char* ov = collAlgoOverride((collFunc)fn);
     for (size_t bytes = 8; bytes <= ((size_t)64 << 20); bytes *= 16) {
       collTuneChoice c;
-      collResult_t r = collTunerChoose(comms[0], (collFunc)fn, bytes / 4, collFloat, ov, &c);
+      collResult_t r = collTunerChoose(comms[0], (collFunc)fn, bytes / 4, collFloat, ov, 0, &c);
       printf("CHOICE %s %zu %s\n", kFn[fn], bytes, r == collSuccess && c.algo ? c.algo->name : "ERROR");
     }
   }

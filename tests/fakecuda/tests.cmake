@@ -33,6 +33,13 @@ endif()
 # two GPUs: p2p between them, and refused where they cannot reach each other
 coll_fakecuda_test(p2p_two_gpus COMMAND test_p2p TIMEOUT 180 ENV "FAKECUDA_DEVICES=2;COLL_TEST_FILTER=test_two_gpus")
 coll_fakecuda_test(p2p_no_peer COMMAND test_p2p TIMEOUT 180 ENV "FAKECUDA_DEVICES=2;FAKECUDA_NO_PEER=1;COLL_TEST_FILTER=test_two_gpus")
+# a rank's GPU from its current context: two fake GPUs with the bus ids of p4d GPUs 0 and 5 (NVLink)
+add_dependencies(test_topo_gpu collfakecuda)
+coll_fakecuda_test(topo_gpu COMMAND test_topo_gpu TIMEOUT 60
+                   ENV "FAKECUDA_DEVICES=2;FAKECUDA_PCI=0000:10:1C.0,0000:90:1D.0")
+# ... and of the X9DRG's GPUs 0 and 1 (PCIe across sockets)
+coll_fakecuda_test(topo_gpu_pcie COMMAND test_topo_gpu TIMEOUT 60
+                   ENV "FAKECUDA_DEVICES=2;FAKECUDA_PCI=0000:03:00.0,0000:83:00.0")
 # the fake's own behaviour (what the tests above rely on)
 add_executable(test_fakecuda ${CMAKE_CURRENT_LIST_DIR}/test_fakecuda.c)
 target_link_libraries(test_fakecuda PRIVATE coll_internal PkgConfig::CMOCKA)

@@ -363,19 +363,19 @@ static void test_place_and_pin_decision(void** st) {
   collTopoRank r;
   hwloc_bitmap_t pin = NULL;
   char why[160];
-  collTopoPlace(&l, "rdmap136s0", &r, &pin, why, sizeof why);
+  collTopoPlace(&l, "rdmap136s0", NULL, &r, &pin, why, sizeof why);
   assert_int_equal(r.nic, 9);
   assert_int_equal(r.numa, -1); /* the process spans both pretend NUMA nodes */
   assert_non_null(pin);
   assert_true(hwloc_bitmap_isequal(pin, cpus[1]));
   assert_non_null(strstr(why, "NUMA node 1"));
   hwloc_bitmap_free(pin);
-  collTopoPlace(&l, "lo", &r, &pin, why, sizeof why); /* not a PCI NIC: leave the thread alone */
+  collTopoPlace(&l, "lo", NULL, &r, &pin, why, sizeof why); /* not a PCI NIC: leave the thread alone */
   assert_int_equal(r.nic, -1);
   assert_null(pin);
   assert_non_null(strstr(why, "not pinned"));
   l.thisSystem = 0; /* a COLL_TOPO_FILE topology never pins */
-  collTopoPlace(&l, "rdmap136s0", &r, &pin, why, sizeof why);
+  collTopoPlace(&l, "rdmap136s0", NULL, &r, &pin, why, sizeof why);
   assert_null(pin);
   assert_non_null(strstr(why, "COLL_TOPO_FILE"));
   hwloc_bitmap_free(cpus[0]);

@@ -41,7 +41,7 @@ static void load(const char* file, fixture* f) {
   hwloc_topology_set_type_filter(t, HWLOC_OBJ_OS_DEVICE, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
   assert_int_equal(hwloc_topology_set_xml(t, file), 0);
   assert_int_equal(hwloc_topology_load(t), 0);
-  collTopoBuildSummary(t, &f->s, &f->names);
+  collTopoBuildSummary(t, &f->s, &f->names, NULL);
   hwloc_topology_destroy(t);
   f->n = f->s.nnics;
   for (int d = 0; d < f->n; d++) {

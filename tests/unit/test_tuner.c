@@ -173,25 +173,25 @@ static void test_choice_identical_and_small(void** state) {
   for (int fn = COLL_FN_ALLREDUCE; fn <= COLL_FN_REDUCE; fn++)
     for (size_t count = 1; count <= ((size_t)64 << 20); count *= 16) {
       collTuneChoice c0;
-      assert_int_equal(collTunerChoose(cs.comms[0], (collFunc)fn, count, collFloat, NULL, &c0), collSuccess);
+      assert_int_equal(collTunerChoose(cs.comms[0], (collFunc)fn, count, collFloat, NULL, 0, &c0), collSuccess);
       assert_non_null(c0.algo);
       assert_true(c0.nchannels >= 1 && c0.chunkBytes >= 1024);
       for (int r = 1; r < cs.n; r++) {
         collTuneChoice c;
-        assert_int_equal(collTunerChoose(cs.comms[r], (collFunc)fn, count, collFloat, NULL, &c), collSuccess);
+        assert_int_equal(collTunerChoose(cs.comms[r], (collFunc)fn, count, collFloat, NULL, 0, &c), collSuccess);
         assert_ptr_equal(c.algo, c0.algo);
         assert_true(c.chunkBytes == c0.chunkBytes && c.nchannels == c0.nchannels);
       }
     }
   collTuneChoice small;
-  assert_int_equal(collTunerChoose(cs.comms[3], COLL_FN_ALLREDUCE, 2, collFloat, NULL, &small), collSuccess);
+  assert_int_equal(collTunerChoose(cs.comms[3], COLL_FN_ALLREDUCE, 2, collFloat, NULL, 0, &small), collSuccess);
   assert_string_not_equal(small.algo->name, "ring");
   /* forcing by name (what COLL_ALGO does), and an unknown name */
-  assert_int_equal(collTunerChoose(cs.comms[0], COLL_FN_ALLREDUCE, 2, collFloat, "ring", &small), collSuccess);
+  assert_int_equal(collTunerChoose(cs.comms[0], COLL_FN_ALLREDUCE, 2, collFloat, "ring", 0, &small), collSuccess);
   assert_string_equal(small.algo->name, "ring");
-  assert_int_equal(collTunerChoose(cs.comms[0], COLL_FN_ALLREDUCE, 2, collFloat, "nosuch", &small),
+  assert_int_equal(collTunerChoose(cs.comms[0], COLL_FN_ALLREDUCE, 2, collFloat, "nosuch", 0, &small),
                    collInvalidArgument);
-  assert_int_equal(collTunerChoose(cs.comms[0], COLL_FN_BROADCAST, 2, collFloat, "ring", &small),
+  assert_int_equal(collTunerChoose(cs.comms[0], COLL_FN_BROADCAST, 2, collFloat, "ring", 0, &small),
                    collInvalidArgument);
   freeComms(&cs);
 }
@@ -223,13 +223,13 @@ static void test_plugin_overrides(void** state) {
   assert_non_null(queries);
   int q0 = queries();
   collTuneChoice c;
-  assert_int_equal(collTunerChoose(cs.comms[1], COLL_FN_ALLREDUCE, 3, collFloat, NULL, &c), collSuccess);
+  assert_int_equal(collTunerChoose(cs.comms[1], COLL_FN_ALLREDUCE, 3, collFloat, NULL, 0, &c), collSuccess);
   assert_string_equal(c.algo->name, "ring");
   assert_int_equal(c.chunkBytes, 65536);
   assert_int_equal(c.nchannels, 1);
   int q1 = queries();
   assert_int_equal(q1, q0 + 1);
-  assert_int_equal(collTunerChoose(cs.comms[1], COLL_FN_ALLREDUCE, 3, collFloat, NULL, &c), collSuccess);
+  assert_int_equal(collTunerChoose(cs.comms[1], COLL_FN_ALLREDUCE, 3, collFloat, NULL, 0, &c), collSuccess);
   assert_int_equal(queries(), q1); /* cached */
   /* a real all-reduce of 100000 floats runs with the plugin's choice */
   enum { N = 100000 };
