@@ -29,3 +29,11 @@ set_tests_properties(cases.${name}.tcp PROPERTIES TIMEOUT 300 LABELS cases SKIP_
 add_test(NAME cases.${name}.delay COMMAND case_${name} threads 2)
 set_tests_properties(cases.${name}.delay PROPERTIES TIMEOUT 300 LABELS cases SKIP_RETURN_CODE 77
                      ENVIRONMENT "${_i16_env};FAKECUDA_DELAY_US=1000")
+# staged (the device-resident path off): over tcp on 4 processes and over shm on 3 threads, so that the
+# 5000-element calls take the staged pipeline (all-reduce, all-gather, reduce-scatter, broadcast, reduce)
+add_test(NAME cases.${name}.staged_tcp4 COMMAND case_${name} procs 4)
+set_tests_properties(cases.${name}.staged_tcp4 PROPERTIES TIMEOUT 300 LABELS cases SKIP_RETURN_CODE 77
+                     ENVIRONMENT "${_i16_env};COLL_SHM_DISABLE=1;COLL_P2P_DISABLE=1")
+add_test(NAME cases.${name}.staged_threads3 COMMAND case_${name} threads 3)
+set_tests_properties(cases.${name}.staged_threads3 PROPERTIES TIMEOUT 300 LABELS cases SKIP_RETURN_CODE 77
+                     ENVIRONMENT "${_i16_env};COLL_P2P_DISABLE=1")
