@@ -306,13 +306,29 @@ static collResult_t collDevFail(collComm_t comm, collResult_t r) {
   return collEngineFail(comm, r);
 }
 
-/* All-reduce, broadcast or reduce piece by piece (see devcall.h). */
+/* Copies nseg segments of bytes each on coll's copy stream: segment i from
+ * src + i * srcStride to dst + i * dstStride. */
+static collResult_t collDevCopySegs(struct collDevComm* d, char* dst, size_t dstStride, const char* src,
+                                    size_t srcStride, size_t nseg, size_t bytes, const char* what) {
+  collResult_t r = collSuccess;
+  for (size_t i = 0; i < nseg && r == collSuccess; i++)
+    r = collDevCopy(d, dst + i * dstStride, src + i * srcStride, bytes, what);
+  return r;
+}
+
+/* All-reduce, broadcast, reduce, all-gather or reduce-scatter piece by
+ * piece (see devcall.h). Piece k covers elements [k * pe, k * pe + len) of
+ * each rank's block: reduce-scatter's input and all-gather's output are the
+ * n segments at r * count + k * pe (r < n), contiguous in the slot, and the
+ * piece runs as the host collective of count len on the slot. */
 static collResult_t collDevRunPiped(collComm_t comm, struct collDevComm* d, const collOp* op, const collStageMap* m,
                                     size_t pieceBytes) {
   size_t es = collTypeSize(op->dtype), pe = pieceBytes / es ? pieceBytes / es : 1, pb = pe * es;
-  size_t npieces = (op->count + pe - 1) / pe;
+  size_t npieces = (op->count + pe - 1) / pe, block = op->count * es, n = (size_t)comm->nranks;
+  size_t sSegs = op->fn == COLL_FN_REDUCESCATTER ? n : 1, rSegs = op->fn == COLL_FN_ALLGATHER ? n : 1;
+  size_t slotBytes = (sSegs + rSegs) * pb; /* a slot: the piece's input, then its output */
   __atomic_add_fetch(&d->stagedCalls, 1, __ATOMIC_RELAXED);
-  collResult_t r = collDevGrowStage(d, 2 * COLL_DEV_PIPE_SLOTS * pb);
+  collResult_t r = collDevGrowStage(d, COLL_DEV_PIPE_SLOTS * slotBytes);
   if (r != collSuccess) return collDevFail(comm, r);
   collDevLimit lim = collDevLimitOf(op->timeoutSec);
   const char* send = op->sendbuff;
@@ -322,9 +338,10 @@ static collResult_t collDevRunPiped(collComm_t comm, struct collDevComm* d, cons
   for (size_t k = 0; k < npieces && err == collSuccess; k++) {
     /* copy in piece k (first) and k + 1: the latter overlaps piece k's collective */
     for (size_t j = k == 0 ? 0 : k + 1; j <= k + 1 && j < npieces && m->sUsed; j++) {
-      char* slot = d->stage + (j % COLL_DEV_PIPE_SLOTS) * 2 * pb;
+      char* slot = d->stage + (j % COLL_DEV_PIPE_SLOTS) * slotBytes;
       size_t len = (j + 1 < npieces ? pe : op->count - j * pe) * es;
-      if ((err = collDevCopy(d, slot, send + j * pb, len, "CUDA: copying a device input piece to host staging failed")))
+      if ((err = collDevCopySegs(d, slot, len, send + j * pb, block, sSegs, len,
+                                 "CUDA: copying a device input piece to host staging failed")))
         break;
       if ((cr = COLL_CU(cuEventRecord)(d->in[j % COLL_DEV_PIPE_SLOTS], d->copy)) != CUDA_SUCCESS) {
         err = collCudaError(cr, "CUDA: cuEventRecord failed");
@@ -333,7 +350,7 @@ static collResult_t collDevRunPiped(collComm_t comm, struct collDevComm* d, cons
     }
     if (err != collSuccess) break;
     int s = (int)(k % COLL_DEV_PIPE_SLOTS);
-    char* slot = d->stage + (size_t)s * 2 * pb;
+    char* slot = d->stage + (size_t)s * slotBytes;
     if (m->sUsed &&
         (err = collDevWaitDone(comm, d, 1, d->in[s], lim, "the copy of a device input piece to host staging")))
       break;
@@ -345,14 +362,15 @@ static collResult_t collDevRunPiped(collComm_t comm, struct collDevComm* d, cons
     piece.mem = (collMemInfo)COLL_MEM_HOST_INFO;
     piece.count = k + 1 < npieces ? pe : op->count - k * pe;
     piece.sendbuff = m->sUsed ? slot : NULL;
-    piece.recvbuff = m->rUsed ? slot + pb : NULL;
+    piece.recvbuff = m->rUsed ? slot + sSegs * pb : NULL;
     if ((r = collEngineRun(comm, &piece, 1)) != collSuccess) {
       collDevSettle(comm, d, lim, r); /* nothing may still read the staging */
       return r;
     }
     if (m->rUsed) {
-      if ((err = collDevCopy(d, recv + k * pb, slot + pb, piece.count * es,
-                             "CUDA: copying a result piece to device memory failed")))
+      size_t len = piece.count * es;
+      if ((err = collDevCopySegs(d, recv + k * pb, block, slot + sSegs * pb, len, rSegs, len,
+                                 "CUDA: copying a result piece to device memory failed")))
         break;
       if ((cr = COLL_CU(cuEventRecord)(d->out[s], d->copy)) != CUDA_SUCCESS) {
         err = collCudaError(cr, "CUDA: cuEventRecord failed");
@@ -369,7 +387,8 @@ static collResult_t collDevRunPiped(collComm_t comm, struct collDevComm* d, cons
  * with comm's GPU current on this thread. */
 static collResult_t collDevRunStaged(collComm_t comm, struct collDevComm* d, const collOp* ops, int nops) {
   if (nops == 1 && ops[0].mem.kind != COLL_MEM_HOST &&
-      (ops[0].fn == COLL_FN_ALLREDUCE || ops[0].fn == COLL_FN_BROADCAST || ops[0].fn == COLL_FN_REDUCE)) {
+      (ops[0].fn == COLL_FN_ALLREDUCE || ops[0].fn == COLL_FN_BROADCAST || ops[0].fn == COLL_FN_REDUCE ||
+       ops[0].fn == COLL_FN_ALLGATHER || ops[0].fn == COLL_FN_REDUCESCATTER)) {
     size_t piece = (size_t)collParamInt(COLL_PARAM_CUDA_STAGE_CHUNK);
     collStageMap m;
     collDevMapOp(comm, &ops[0], &m);

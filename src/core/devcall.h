@@ -8,10 +8,14 @@
  * memory (cuMemHostAlloc, one buffer per communicator, grown as needed and
  * reused), runs the call with the host executor on the communicator's
  * connections, whatever their transport, and copies the results back.
- * All-reduce, broadcast and reduce larger than COLL_CUDA_STAGE_CHUNK go
- * piece by piece, two pieces in flight: the copies of the neighbouring
- * pieces run on a CUDA stream of coll's own while a piece is reduced and
- * sent. The other collectives, send/recv and groups are staged whole.
+ * All-reduce, broadcast, reduce, all-gather and reduce-scatter whose
+ * count (per rank) is larger than COLL_CUDA_STAGE_CHUNK bytes go piece by
+ * piece, two pieces in flight: the copies of the neighbouring pieces run on
+ * a CUDA stream of coll's own while a piece is reduced and sent. A piece of
+ * all-gather or reduce-scatter is the same element range of every rank's
+ * block (n strided copies in or out), so the staging is 2 x (n + 1) pieces
+ * instead of (n + 1) x the count. Send/recv, all-to-all and groups are
+ * staged whole.
  *
  * Stream semantics (collStreamCreateCuda, coll.h): at issue, an event is
  * recorded on every CUDA stream of the call and each stream gets a wait on

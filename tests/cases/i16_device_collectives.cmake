@@ -22,10 +22,18 @@ endforeach()
 if(COLL_SANITIZE)
   return()
 endif()
-# over tcp instead of shared memory, and with every fake stream operation delayed
-add_test(NAME cases.${name}.tcp COMMAND case_${name} procs 2)
-set_tests_properties(cases.${name}.tcp PROPERTIES TIMEOUT 300 LABELS cases SKIP_RETURN_CODE 77
-                     ENVIRONMENT "${_i16_env};COLL_SHM_DISABLE=1")
-add_test(NAME cases.${name}.delay COMMAND case_${name} threads 2)
-set_tests_properties(cases.${name}.delay PROPERTIES TIMEOUT 300 LABELS cases SKIP_RETURN_CODE 77
-                     ENVIRONMENT "${_i16_env};FAKECUDA_DELAY_US=1000")
+# over tcp instead of shared memory; with every fake stream operation delayed; staged (the device-resident
+# path off: the 5000-element calls take the staged pipeline) over tcp on 4 processes and over shm on 3 threads
+# name | arguments | extra environment
+foreach(_r "tcp|procs,2|COLL_SHM_DISABLE=1" "delay|threads,2|FAKECUDA_DELAY_US=1000"
+           "staged_tcp4|procs,4|COLL_SHM_DISABLE=1,COLL_P2P_DISABLE=1" "staged_threads3|threads,3|COLL_P2P_DISABLE=1")
+  string(REPLACE "|" ";" _r "${_r}")
+  list(GET _r 0 _t)
+  list(GET _r 1 _a)
+  list(GET _r 2 _x)
+  string(REPLACE "," ";" _a "${_a}")
+  string(REPLACE "," ";" _x "${_x}")
+  add_test(NAME cases.${name}.${_t} COMMAND case_${name} ${_a})
+  set_tests_properties(cases.${name}.${_t} PROPERTIES TIMEOUT 300 LABELS cases SKIP_RETURN_CODE 77
+                       ENVIRONMENT "${_i16_env};${_x}")
+endforeach()

@@ -14,6 +14,9 @@
  *           (it does not free the staging, which would wait for the GPU).
  *  piped    the same for an all-reduce larger than COLL_CUDA_STAGE_CHUNK
  *           (copied piece by piece): the wait for the first piece's copy.
+ *  piped_ag the same for an all-gather of that size whose third copy (the
+ *           first piece's result) never completes: the wait for the third
+ *           piece's copy in, queued behind it.
  *  legacy   the caller's own work on the legacy default stream never
  *           completes: the blocking call's wait for it is collTimeout.
  *  abort    the staging copy never completes and the call has no deadline
@@ -76,7 +79,8 @@ static int run(const char* mode) {
     fprintf(stderr, "init: %s\n", collGetLastError(NULL));
     return 1;
   }
-  size_t count = strcmp(mode, "piped") == 0 ? 1 << 20 : 1000; /* piped: 4 MiB, COLL_CUDA_STAGE_CHUNK is 64 KiB */
+  int piped = strcmp(mode, "piped") == 0 || strcmp(mode, "piped_ag") == 0;
+  size_t count = piped ? 1 << 20 : 1000; /* piped: 4 MiB, COLL_CUDA_STAGE_CHUNK is 64 KiB */
   int32_t* host = calloc(count, sizeof *host);
   void* dsend = devAlloc(count * 4);
   void* drecv = devAlloc(count * 4);
@@ -84,15 +88,16 @@ static int run(const char* mode) {
   devCopy(dsend, host, count * 4); /* cuMemcpy: not the hung entry */
   double t0 = now();
   collResult_t r;
-  if (strcmp(mode, "staged") == 0 || strcmp(mode, "piped") == 0 || strcmp(mode, "legacy") == 0) {
+  if (strcmp(mode, "staged") == 0 || piped || strcmp(mode, "legacy") == 0) {
     if (strcmp(mode, "legacy") == 0) /* the caller's work before the call: never completes */
       CHECK(COLL_CU(cuMemsetD8Async)((CUdeviceptr)(uintptr_t)drecv, 0, 4, NULL) == CUDA_SUCCESS, "memset");
     CHECK(collCommSetCallTimeout(comm, 300) == collSuccess, "call timeout");
-    r = collAllReduce(dsend, drecv, count, collInt32, collSum, comm, NULL);
+    r = strcmp(mode, "piped_ag") == 0 ? collAllGather(dsend, drecv, count, collInt32, comm, NULL)
+                                      : collAllReduce(dsend, drecv, count, collInt32, collSum, comm, NULL);
     double dt = now() - t0;
     const char* what = strcmp(mode, "staged") == 0 ? "rank 0: the copies of the call's device inputs to host staging "
                                                       "did not finish within 0.3 s (the call's timeout)"
-                       : strcmp(mode, "piped") == 0 ? "rank 0: the copy of a device input piece to host staging did "
+                       : piped ? "rank 0: the copy of a device input piece to host staging did "
                                                       "not finish within 0.3 s (the call's timeout)"
                                                     : "rank 0: the work enqueued before this call on the legacy "
                                                       "default stream did not finish within 0.3 s (the call's "

@@ -6,6 +6,7 @@ set(_rel1_drv "COLL_CUDA_LIBRARY=$<$<TARGET_EXISTS:collfakecuda>:$<TARGET_FILE:c
 set_tests_properties(cases.${name} PROPERTIES TIMEOUT 90 LABELS "cases;fakecuda" SKIP_RETURN_CODE 77
                      ENVIRONMENT "COLL_SOCKET_IFNAME=lo;COLL_P2P_DISABLE=1;${_rel1_drv};FAKECUDA_HANG=cuMemcpyAsync:1")
 foreach(_v "piped;FAKECUDA_HANG=cuMemcpyAsync:1;COLL_CUDA_STAGE_CHUNK=65536"
+           "piped_ag;FAKECUDA_HANG=cuMemcpyAsync:3;COLL_CUDA_STAGE_CHUNK=65536"
            "legacy;FAKECUDA_HANG=cuMemsetD8Async:1" "abort;FAKECUDA_HANG=cuMemcpyAsync:1;COLL_TIMEOUT=0"
            "backoff;FAKECUDA_HANG=cuMemsetD8Async:1")
   list(GET _v 0 _m)

@@ -76,6 +76,7 @@ static void fkInit(void) {
   fkCfg.version = fkEnvInt("FAKECUDA_VERSION", CUDA_VERSION);
   fkCfg.verbose = fkEnvInt("FAKECUDA_VERBOSE", 0);
   fkCfg.memBytes = (size_t)fkEnvInt("FAKECUDA_MEM_MB", 16384) << 20;
+  fkCfg.pinnedBytes = (size_t)fkEnvInt("FAKECUDA_PINNED_KB", 0) << 10;
   static const int buses[] = {0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB};
   for (int i = 0; i < FK_MAX_DEVS; i++)
     snprintf(fkCfg.pci[i], sizeof fkCfg.pci[i], "0000:%02X:00.0", i < 8 ? buses[i] : 0xE0 + i);

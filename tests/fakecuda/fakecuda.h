@@ -36,6 +36,8 @@
  *   FAKECUDA_VERSION=v      what cuDriverGetVersion says (default: the headers' CUDA_VERSION)
  *   FAKECUDA_MISSING=name   cuGetProcAddress does not know this entry
  *   FAKECUDA_MEM_MB=m       device memory per device (default 16384)
+ *   FAKECUDA_PINNED_KB=k    pinned host memory (cuMemHostAlloc) the process may hold at once, in
+ *                           KiB (default 0: no limit); an allocation beyond says OUT_OF_MEMORY
  *   FAKECUDA_VERBOSE=1      say on stderr why a call failed
  */
 #ifndef COLL_FAKECUDA_H_
@@ -64,7 +66,7 @@ COLL_CUDA_OPTIONAL_SYMBOLS(FK_DECL)
 /* ---- configuration (entry.c) -------------------------------------------- */
 typedef struct {
   int devices, sms, noMemOps, noPeer, noFd, noDmaBuf, rdmaOrdering, delayUs, version, verbose;
-  size_t memBytes;
+  size_t memBytes, pinnedBytes; /* pinnedBytes 0: no limit */
   char pci[FK_MAX_DEVS][16];
   char missing[64];
 } fkConfig;

@@ -25,6 +25,7 @@ static fkRegion* fkRegs;
 static int fkNRegs, fkCapRegs;
 static atomic_ullong fkNextId = 1;
 static size_t fkUsed[FK_MAX_DEVS];
+static size_t fkPinned; /* bytes of cuMemHostAlloc held (FAKECUDA_PINNED_KB), under fkRegLock */
 
 static size_t fkPages(size_t n) {
   size_t pg = (size_t)sysconf(_SC_PAGESIZE);
@@ -141,10 +142,16 @@ CUresult fk_cuMemHostAlloc(void** pp, size_t bytes, unsigned int flags) {
   if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
   fkRegion r = {(uintptr_t)p, bytes, p, FK_MEM_HOST, dev, 0, 0, NULL, 0, -1};
   pthread_rwlock_wrlock(&fkRegLock);
-  int rc = fkRegionAdd(&r);
+  int over = fkCfg.pinnedBytes && fkPinned + bytes > fkCfg.pinnedBytes;
+  int rc = over ? -1 : fkRegionAdd(&r);
+  if (rc == 0) fkPinned += bytes;
+  size_t held = fkPinned;
   pthread_rwlock_unlock(&fkRegLock);
   if (rc != 0) {
     munmap(p, fkPages(bytes));
+    if (over)
+      return fkFail(CUDA_ERROR_OUT_OF_MEMORY, "cuMemHostAlloc of %zu bytes: FAKECUDA_PINNED_KB exhausted (%zu held)",
+                    bytes, held);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
   *pp = p;
@@ -162,6 +169,7 @@ CUresult fk_cuMemFreeHost(void* p) {
   fkRegion r;
   pthread_rwlock_wrlock(&fkRegLock);
   int gone = fkRegionRemove((uintptr_t)p, &r);
+  if (gone == 0) fkPinned -= r.size;
   pthread_rwlock_unlock(&fkRegLock);
   if (gone != 0) return CUDA_ERROR_INVALID_VALUE;
   munmap(p, fkPages(r.size));
