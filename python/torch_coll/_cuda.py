@@ -18,8 +18,21 @@ CUDA stream, as ProcessGroupNCCL runs them.
   collStreamQuery and by the group's next call.
 
 Supported on CUDA tensors: allreduce (and coalesced), broadcast, allgather
-(list and into-tensor), reduce_scatter (list and tensor), reduce.  The other
-operations refuse CUDA tensors with a message naming the operation.
+(list and into-tensor), reduce_scatter (list and tensor), reduce, send and
+recv, all_to_all_single, all_to_all, barrier.  The other operations refuse
+CUDA tensors with a message naming the operation.
+
+* Sends and receives run on the group's communicator (not on _p2p.py's
+  per-direction channels, which are host threads making blocking calls), in
+  stream order with its collectives as NCCL's do: a send waits for its
+  receive.  Inside a batch (_start/_end_coalescing: batch_isend_irecv; the
+  group's CUDA backend says it coalesces so torch 2.x brackets the batch)
+  they are kept (PendingWork) and issued together at the batch's end in one
+  coll group, so a batch's sends and receives never wait for each other.
+* all_to_all(_single) is one coll group of sends and receives on the stream;
+  the rank's own block is a copy on the stream.
+* barrier (a CUDA device in its options) is collBarrier on the current
+  stream; its wait() also blocks the host, as ProcessGroupNCCL's does.
 
 The seams below (`is_cuda`, `is_cuda_device`, `cuda`, `stream_create_cuda`, `make_future`) are
 the only places that touch torch.cuda or the CUDA build of libcoll, so the
@@ -45,8 +58,10 @@ def is_cuda(t):
 
 
 def is_cuda_device(device):
-    """device (a torch.device, its string or None) is a CUDA device."""
-    return device is not None and torch.device(device).type == "cuda"
+    """device (a torch.device, its string, or anything else: False) is a CUDA device."""
+    if isinstance(device, str):
+        return device.split(":")[0] == "cuda"
+    return getattr(device, "type", None) == "cuda"
 
 
 cuda = torch.cuda  # current_stream(dev), Event(), device(dev)
@@ -353,18 +368,26 @@ def barrier(pg, device, what="barrier"):
 
 # -- sends and receives: on the group's communicator, in stream order --------
 
-def p2p_body(t, peer, sending, what):
-    """body() of one send (t to peer) or receive (into t from peer)."""
-    def body(s, comm, keep):
+def p2p_calls(t, peer, sending, what):
+    """calls(stream, comm, keep, after) of one send (t to peer) or receive
+    (into t from peer); the copy back of a staged receive is put on `after`,
+    to be enqueued once the call was launched (after collGroupEnd in a batch)."""
+    def calls(s, comm, keep, after):
         buf = _contig(t)
         if sending:
             _lib.check(_lib.lib.collSend(_ptr(buf), _nbytes(buf), _lib.UINT8, peer, comm, s), what)
         else:
             _lib.check(_lib.lib.collRecv(_ptr(buf), _nbytes(buf), _lib.UINT8, peer, comm, s), what)
             if buf is not t:
-                t.copy_(buf)
+                after.append(lambda: t.copy_(buf))
         keep.append(buf)
-    return body
+    return calls
+
+
+def _then(issue, after):
+    issue()
+    for f in after:
+        f()
 
 
 class PendingWork(torch._C._distributed_c10d.Work):
@@ -409,16 +432,20 @@ def p2p(pg, t, peer, sending, what):
     device's current stream, or, inside a batch (pg._cuda_batch), deferred to
     the batch's end."""
     dev = device_of([t], what)
-    body = p2p_body(t, peer, sending, what)
+    calls = p2p_calls(t, peer, sending, what)
     batch = pg._cuda_batch
     if batch is not None:
         if batch.device is not None and batch.device != dev:
             raise RuntimeError("coll: %s: a batch on %s and %s (one device per batch)" % (what, batch.device, dev))
         batch.device = dev
-        batch.bodies.append(body)
+        batch.calls.append(calls)
         work = PendingWork([t])
         batch.works.append(work)
         return work
+
+    def body(s, comm, keep):
+        after = []
+        _then(lambda: calls(s, comm, keep, after), after)
     return run(pg, dev, what, [t], body)
 
 
@@ -428,18 +455,19 @@ class Batch:
 
     def __init__(self):
         self.device = None
-        self.bodies = []
+        self.calls = []
         self.works = []
 
 
 def end_batch(pg, batch):
     """Issues a batch's sends and receives in one coll group on the current
     stream; returns its CudaWork (None for an empty batch)."""
-    if not batch.bodies:
+    if not batch.calls:
         return None
 
     def body(s, comm, keep):
-        grouped(lambda: [b(s, comm, keep) for b in batch.bodies])
+        after = []
+        _then(lambda: grouped(lambda: [c(s, comm, keep, after) for c in batch.calls]), after)
     work = run(pg, batch.device, "batch_isend_irecv", [], body)
     for w in batch.works:
         w.batch = work

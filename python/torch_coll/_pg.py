@@ -580,7 +580,7 @@ class ProcessGroupColl(_ProcessGroup):
     def _end_coalescing(self, *args, **kwargs):
         futs, self._batch = self._batch or [], None
         cb, self._cuda_batch = self._cuda_batch, None
-        if cb is not None and cb.bodies:
+        if cb is not None and cb.calls:
             if futs:
                 raise RuntimeError("coll: batch_isend_irecv: mixes CUDA and CPU tensors (one device per batch)")
             return _cuda.end_batch(self, cb)

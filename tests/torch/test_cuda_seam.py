@@ -195,12 +195,14 @@ def p2p_worker(rank, ws, backend):
              else torch.zeros(3, 4, dtype=torch.int64).t())
     on_new_stream("p2p2", lambda: dist.isend(b, 0) if rank == 1 else dist.irecv(b, 1))
     res["p2p2"] = b.tolist()
-    # a batch: both ranks send first, in one coll group
+    # a batch: both ranks send first, in one coll group; a non-contiguous receive copied back after it
     out = mark(torch.zeros(3))
+    out_nc = mark(torch.zeros(2, 2).t())
     ops = [dist.P2POp(dist.isend, mark(torch.full((3,), float(rank + 1))), peer),
-           dist.P2POp(dist.irecv, out, peer)]
+           dist.P2POp(dist.isend, mark(torch.arange(4.0).reshape(2, 2).t() + 10 * rank), peer),
+           dist.P2POp(dist.irecv, out, peer), dist.P2POp(dist.irecv, out_nc, peer)]
     on_new_stream("batch", lambda: dist.batch_isend_irecv(ops))
-    res["batch"] = out.tolist()
+    res["batch"] = [out.tolist(), out_nc.tolist()]
     # all_to_all_single: uneven splits into a non-contiguous output
     inp = mark(torch.arange(6, dtype=torch.float32).reshape(3, 2) + 100 * rank)
     o = mark(torch.zeros(2, 3).t())
@@ -232,7 +234,8 @@ class CudaSeamTest(unittest.TestCase):
             self.assertEqual(r["p2p1"], [0.0, 1.5, 3.0, 4.5, 6.0])
             self.assertEqual(r["p2p2"], [[0, 4, 8], [1, 5, 9], [2, 6, 10], [3, 7, 11]])
             self.assertEqual(r["p2p1_groups"], 0)
-            self.assertEqual(r["batch"], [float(2 - rank)] * 3)
+            self.assertEqual(r["batch"], [[float(2 - rank)] * 3, [[10.0 * (1 - rank), 2.0 + 10 * (1 - rank)],
+                                                                   [1.0 + 10 * (1 - rank), 3.0 + 10 * (1 - rank)]]])
             self.assertEqual(r["batch_groups"], 1)
             self.assertEqual(r["a2a_single"], [[0.0, 1.0], [100.0, 101.0], [102.0, 103.0]] if rank == 0
                              else [[2.0, 3.0], [4.0, 5.0], [104.0, 105.0]])
