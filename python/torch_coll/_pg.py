@@ -22,8 +22,8 @@ import torch.distributed as dist
 
 from . import _cuda, _lib
 from ._dtypes import _check_tensor, _nbytes, _op_name, _Outs, _plain, _plain_copy, _premul, _ptr, _reduction
-from ._rendezvous import _clear_stale_init_barrier, _exchange_unique_id, _rendezvous_watch, _store_get_when_counted
 from ._p2p import alltoall_calls, byte_view, split_offsets
+from ._rendezvous import _clear_stale_init_barrier, _exchange_unique_id, _rendezvous_watch, _store_get_when_counted
 from ._work import CollWork, _Engine
 
 _c10d = torch._C._distributed_c10d
@@ -150,9 +150,10 @@ class ProcessGroupColl(_ProcessGroup):
 
     # torch 2.x asks the group for its per-device backend (e.g. batch_isend_irecv:
     # group._get_backend(device).supports_coalescing); this group is its own backend
-    # for every device.  No coalescing needed: sends and receives never block each other.
-    # On CUDA tensors a batch's sends and receives are issued together at its end (one coll group, as
-    # NCCL's), so torch must bracket them with _start/_end_coalescing: the CUDA backend says it coalesces.
+    # for every device.  CPU tensors need no coalescing: their sends and receives never block
+    # each other (_p2p.py).  CUDA tensors' run in stream order on the group's communicator, so a
+    # batch's are issued together at its end in one coll group (as NCCL's): for a CUDA device the
+    # group says it coalesces, and torch 2.x brackets the batch with _start/_end_coalescing.
     supports_coalescing = False
 
     def _get_backend(self, device=None):
@@ -479,7 +480,8 @@ class ProcessGroupColl(_ProcessGroup):
             _lib.check(_lib.lib.collReduce(_ptr(src), _ptr(buf), count, ctype, cop, root, comm, stream), "reduce")
         return self._submit(issue, list(tensors), outs.finish, [src, buf])
 
-    # -- barrier: queued behind everything issued before it on this group
+    # -- barrier: queued behind everything issued before it on this group; on a CUDA device (opts.device,
+    # torch 2.x) a collBarrier on its current stream (_cuda.barrier)
     def barrier(self, opts=None):
         dev = _opt(opts, "device", None)
         if _cuda.is_cuda_device(dev):
