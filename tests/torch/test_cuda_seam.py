@@ -12,8 +12,13 @@ its result as stream order would give it.  Checks, on 2 processes:
 * Work: an event is recorded on the op's stream after the call; wait() makes
   the current stream wait for it and never synchronizes the host;
   is_completed() is the event's query; get_future() holds the tensors;
+* send/recv (also staged, non-contiguous), batch_isend_irecv (both ranks
+  sending first: one coll group, staged receives copied back after it),
+  all_to_all_single (uneven splits) and all_to_all, barrier (its wait()
+  synchronizes the host once): exact values, each on a new CUDA stream that
+  gets its coll stream and the Work's event;
 * CPU and "CUDA" tensors mixed in one call, and CUDA tensors to an operation
-  without a CUDA path, are refused with a message naming the operation;
+  without a CUDA path (gather), are refused with a message naming the operation;
 * the group lists the cuda device where torch has CUDA;
 * without collStreamCreateCuda (or without a GPU) the real seam raises
   CollError with coll's message.
