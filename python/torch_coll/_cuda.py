@@ -18,10 +18,23 @@ CUDA stream, as ProcessGroupNCCL runs them.
   collStreamQuery and by the group's next call.
 
 Supported on CUDA tensors: allreduce (and coalesced), broadcast, allgather
-(list and into-tensor), reduce_scatter (list and tensor), reduce.  The other
-operations refuse CUDA tensors with a message naming the operation.
+(list and into-tensor), reduce_scatter (list and tensor), reduce, send and
+recv, all_to_all_single, all_to_all, barrier.  The other operations refuse
+CUDA tensors with a message naming the operation.
 
-The seams below (`is_cuda`, `cuda`, `stream_create_cuda`, `make_future`) are
+* Sends and receives run on the group's communicator (not on _p2p.py's
+  per-direction channels, which are host threads making blocking calls), in
+  stream order with its collectives as NCCL's do: a send waits for its
+  receive.  Inside a batch (_start/_end_coalescing: batch_isend_irecv; the
+  group's CUDA backend says it coalesces so torch 2.x brackets the batch)
+  they are kept (PendingWork) and issued together at the batch's end in one
+  coll group, so a batch's sends and receives never wait for each other.
+* all_to_all(_single) is one coll group of sends and receives on the stream;
+  the rank's own block is a copy on the stream.
+* barrier (a CUDA device in its options) is collBarrier on the current
+  stream; its wait() also blocks the host, as ProcessGroupNCCL's does.
+
+The seams below (`is_cuda`, `is_cuda_device`, `cuda`, `stream_create_cuda`, `make_future`) are
 the only places that touch torch.cuda or the CUDA build of libcoll, so the
 logic is tested on CPU-only torch with fakes (tests/torch/test_cuda_seam.py).
 """
@@ -31,15 +44,24 @@ import torch
 
 from . import _lib
 from ._dtypes import _nbytes, _premul, _reduction
+from ._p2p import alltoall_calls, byte_view, split_offsets
 
 SUPPORTED = ("allreduce", "allreduce_coalesced", "broadcast", "allgather", "all_gather_into_tensor",
-             "reduce_scatter", "reduce_scatter_tensor", "reduce")
+             "reduce_scatter", "reduce_scatter_tensor", "reduce", "send", "recv", "all_to_all_single",
+             "all_to_all", "barrier")
 
 
 # -- seams (replaced by the tests' fakes) ------------------------------------
 
 def is_cuda(t):
     return isinstance(t, torch.Tensor) and t.device.type == "cuda"
+
+
+def is_cuda_device(device):
+    """device (a torch.device, its string, or anything else: False) is a CUDA device."""
+    if isinstance(device, str):
+        return device.split(":")[0] == "cuda"
+    return getattr(device, "type", None) == "cuda"
 
 
 cuda = torch.cuda  # current_stream(dev), Event(), device(dev)
@@ -125,8 +147,9 @@ def _ptr(t):
 class CudaWork(torch._C._distributed_c10d.Work):
     """Completes through a CUDA event recorded after the operation."""
 
-    def __init__(self, event, fut, stream, device, result, keep):
+    def __init__(self, event, fut, stream, device, result, keep, host_sync=False):
         torch._C._distributed_c10d.Work.__init__(self)
+        self._host_sync = host_sync  # barrier: wait() blocks the host too, as NCCL's
         self._event = event
         self._fut = fut
         self._stream = stream  # the coll stream, for errors
@@ -144,6 +167,8 @@ class CudaWork(torch._C._distributed_c10d.Work):
     def wait(self, timeout=None):
         """The current stream waits for the operation; the host does not."""
         cuda.current_stream(self._device).wait_event(self._event)
+        if self._host_sync:
+            self._event.synchronize()
         self._raise_error()
         return True
 
@@ -180,7 +205,18 @@ class CudaWork(torch._C._distributed_c10d.Work):
         raise RuntimeError("coll: aborting a single operation is not supported")
 
 
-def run(pg, device, what, result, body):
+def grouped(calls):
+    """Runs calls() between collGroupStart and collGroupEnd (its sends and
+    receives run concurrently); the group is closed even when calls raise."""
+    _lib.lib.collGroupStart()
+    try:
+        calls()
+    finally:
+        r = _lib.lib.collGroupEnd()
+    _lib.check(r, "collGroupEnd")
+
+
+def run(pg, device, what, result, body, host_sync=False):
     """Runs body(stream, comm, keep) (enqueues staging and coll calls) on
     device's current stream and returns its CudaWork."""
     eng = pg._eng
@@ -192,7 +228,7 @@ def run(pg, device, what, result, body):
         ev.record(cs)
         fut = make_future(device)
         fut.set_result(result)
-    return CudaWork(ev, fut, s, device, result, keep)
+    return CudaWork(ev, fut, s, device, result, keep, host_sync)
 
 
 # -- the operations ---------------------------------------------------------------
@@ -320,3 +356,175 @@ def reduce_scatter_list(pg, out, inputs, reduce_op, what="reduce_scatter"):
             out.copy_(buf)
         keep += [packed, buf]
     return run(pg, dev, what, [out], body)
+
+
+def barrier(pg, device, what="barrier"):
+    """collBarrier on device's current stream; wait() blocks the host until
+    it passed (ProcessGroupNCCL's barrier does the same)."""
+    def body(s, comm, keep):
+        _lib.check(_lib.lib.collBarrier(comm, s), what)
+    return run(pg, device, what, [], body, host_sync=True)
+
+
+# -- sends and receives: on the group's communicator, in stream order --------
+
+def p2p_calls(t, peer, sending, what):
+    """calls(stream, comm, keep, after) of one send (t to peer) or receive
+    (into t from peer); the copy back of a staged receive is put on `after`,
+    to be enqueued once the call was launched (after collGroupEnd in a batch)."""
+    def calls(s, comm, keep, after):
+        buf = _contig(t)
+        if sending:
+            _lib.check(_lib.lib.collSend(_ptr(buf), _nbytes(buf), _lib.UINT8, peer, comm, s), what)
+        else:
+            _lib.check(_lib.lib.collRecv(_ptr(buf), _nbytes(buf), _lib.UINT8, peer, comm, s), what)
+            if buf is not t:
+                after.append(lambda: t.copy_(buf))
+        keep.append(buf)
+    return calls
+
+
+def _then(issue, after):
+    issue()
+    for f in after:
+        f()
+
+
+class PendingWork(torch._C._distributed_c10d.Work):
+    """A send or receive of a batch (batch_isend_irecv): issued when the batch
+    ends, then the batch's CudaWork stands for it."""
+
+    def __init__(self, result):
+        torch._C._distributed_c10d.Work.__init__(self)
+        self._result = result
+        self.batch = None
+
+    def _work(self):
+        if self.batch is None:
+            raise RuntimeError("coll: this send/receive of a batch is issued when the batch ends "
+                               "(batch_isend_irecv returns the batch's Work)")
+        return self.batch
+
+    def wait(self, timeout=None):
+        return self._work().wait(timeout)
+
+    synchronize = wait
+
+    def is_completed(self):
+        return self.batch is not None and self.batch.is_completed()
+
+    def is_success(self):
+        return self._work().is_success()
+
+    def exception(self):
+        return self._work().exception()
+
+    def get_future(self):
+        return self._work().get_future()
+
+    def result(self):
+        self.wait()
+        return list(self._result)
+
+
+def p2p(pg, t, peer, sending, what):
+    """A send or receive of CUDA tensor t on the group's communicator and
+    device's current stream, or, inside a batch (pg._cuda_batch), deferred to
+    the batch's end."""
+    dev = device_of([t], what)
+    calls = p2p_calls(t, peer, sending, what)
+    batch = pg._cuda_batch
+    if batch is not None:
+        if batch.device is not None and batch.device != dev:
+            raise RuntimeError("coll: %s: a batch on %s and %s (one device per batch)" % (what, batch.device, dev))
+        batch.device = dev
+        batch.calls.append(calls)
+        work = PendingWork([t])
+        batch.works.append(work)
+        return work
+
+    def body(s, comm, keep):
+        after = []
+        _then(lambda: calls(s, comm, keep, after), after)
+    return run(pg, dev, what, [t], body)
+
+
+class Batch:
+    """The CUDA sends and receives between _start_coalescing and
+    _end_coalescing, issued together in one coll group."""
+
+    def __init__(self):
+        self.device = None
+        self.calls = []
+        self.works = []
+
+
+def end_batch(pg, batch):
+    """Issues a batch's sends and receives in one coll group on the current
+    stream; returns its CudaWork (None for an empty batch)."""
+    if not batch.calls:
+        return None
+
+    def body(s, comm, keep):
+        after = []
+        _then(lambda: grouped(lambda: [c(s, comm, keep, after) for c in batch.calls]), after)
+    work = run(pg, batch.device, "batch_isend_irecv", [], body)
+    for w in batch.works:
+        w.batch = work
+    return work
+
+
+# -- all-to-all: one coll group of sends and receives, the local block copied --
+
+def _check_self(pg, send_bytes, recv_bytes, what):
+    if send_bytes != recv_bytes:
+        raise RuntimeError("coll: %s: this rank sends %d bytes to itself but expects %d"
+                           % (what, send_bytes, recv_bytes))
+
+
+def _alltoall(pg, sends, recvs, what):
+    me = pg._rank
+
+    def calls(s, comm):
+        grouped(lambda: alltoall_calls(sends, recvs, me, pg._size, comm, s, what))
+        recvs[me].copy_(sends[me])
+    return calls
+
+
+def alltoall_single(pg, out, inp, out_splits, in_splits, what="all_to_all_single"):
+    dev = device_of([out, inp], what)
+    if inp.dtype != out.dtype:
+        raise RuntimeError("coll: %s: input dtype %s differs from output dtype %s" % (what, inp.dtype, out.dtype))
+    ws = pg._size
+    so = split_offsets(inp, list(in_splits), ws, "input", what)
+    ro = split_offsets(out, list(out_splits), ws, "output", what)
+    _check_self(pg, so[pg._rank][1], ro[pg._rank][1], what)
+
+    def body(s, comm, keep):
+        src, buf = _contig(inp), _contig(out)
+        sb, rb = byte_view(src), byte_view(buf)
+        _alltoall(pg, [sb[o:o + n] for o, n in so], [rb[o:o + n] for o, n in ro], what)(s, comm)
+        if buf is not out:
+            out.copy_(buf)
+        keep += [src, buf]
+    return run(pg, dev, what, [out], body)
+
+
+def alltoall_list(pg, outs, inps, what="all_to_all"):
+    dev = device_of(list(outs) + list(inps), what)
+    ws = pg._size
+    if len(outs) != ws or len(inps) != ws:
+        raise RuntimeError("coll: %s: needs %d input and output tensors" % (what, ws))
+    for i, o in zip(inps, outs):
+        if i.dtype != o.dtype:
+            raise RuntimeError("coll: %s: input and output dtypes differ" % what)
+    _check_self(pg, _nbytes(inps[pg._rank]), _nbytes(outs[pg._rank]), what)
+
+    def body(s, comm, keep):
+        srcs, bufs = [_contig(t) for t in inps], [_contig(t) for t in outs]
+        _alltoall(pg, [byte_view(t) for t in srcs], [byte_view(t) for t in bufs], what)(s, comm)
+        for o, b in zip(outs, bufs):
+            if b is not o:
+                o.copy_(b)
+        keep += srcs + bufs
+    return run(pg, dev, what, list(outs), body)

@@ -13,8 +13,54 @@ import collections
 import threading
 import weakref
 
+import torch
+
 from . import _lib
+from ._dtypes import _ptr
 from ._rendezvous import _store_get_when_counted
+
+
+def byte_view(t):
+    """1-D uint8 view of a contiguous tensor's bytes."""
+    if t.numel() == 0:
+        return torch.empty(0, dtype=torch.uint8, device=t.device)
+    flat = t.reshape(-1)
+    return flat.view(torch.uint8) if t.element_size() != 1 or t.dtype != torch.uint8 else flat
+
+
+def split_offsets(t, given, ws, name, what):
+    """(byte offset, byte count) per rank of t split along dim 0 by `given`
+    (rows per rank; empty: ws equal parts) -- all_to_all_single's splits."""
+    rows = t.shape[0] if t.dim() else 1
+    rowb = t.element_size()
+    for d in t.shape[1:]:
+        rowb *= d
+    if not given:
+        if rows % ws:
+            raise RuntimeError("coll: %s: %s dim 0 (%d) is not divisible by world size %d" % (what, name, rows, ws))
+        given = [rows // ws] * ws
+    if len(given) != ws or sum(given) != rows or any(g < 0 for g in given):
+        raise RuntimeError("coll: %s: %s split sizes %s do not match dim 0 = %d over %d ranks"
+                           % (what, name, list(given), rows, ws))
+    offs, o = [], 0
+    for g in given:
+        offs.append((o * rowb, g * rowb))
+        o += g
+    return offs
+
+
+def alltoall_calls(sends, recvs, me, ws, comm, stream, what):
+    """The sends and receives of an all-to-all (call inside a coll group):
+    sends/recvs per peer a byte view (1-D uint8 tensor) or None; the local
+    block (index me) is the caller's copy."""
+    for r in range(ws):
+        if r == me:
+            continue
+        s, d = sends[r], recvs[r]
+        if s is not None and s.numel():
+            _lib.check(_lib.lib.collSend(_ptr(s), s.numel(), _lib.UINT8, r, comm, stream), what)
+        if d is not None and d.numel():
+            _lib.check(_lib.lib.collRecv(_ptr(d), d.numel(), _lib.UINT8, r, comm, stream), what)
 
 
 class _Channel:

@@ -22,6 +22,7 @@ import torch.distributed as dist
 
 from . import _cuda, _lib
 from ._dtypes import _check_tensor, _nbytes, _op_name, _Outs, _plain, _plain_copy, _premul, _ptr, _reduction
+from ._p2p import alltoall_calls, byte_view, split_offsets
 from ._rendezvous import _clear_stale_init_barrier, _exchange_unique_id, _rendezvous_watch, _store_get_when_counted
 from ._work import CollWork, _Engine
 
@@ -86,6 +87,7 @@ class ProcessGroupColl(_ProcessGroup):
         self._group_name = None
         self._group_desc = None
         self._batch = None
+        self._cuda_batch = None  # the CUDA sends/receives of a batch (_cuda.Batch)
         self._any_source = _any_source_enabled()
         self._any_lock = threading.RLock()
         self._monitored = 0  # monitored barriers so far (their store keys)
@@ -148,10 +150,15 @@ class ProcessGroupColl(_ProcessGroup):
 
     # torch 2.x asks the group for its per-device backend (e.g. batch_isend_irecv:
     # group._get_backend(device).supports_coalescing); this group is its own backend
-    # for every device.  No coalescing needed: sends and receives never block each other.
+    # for every device.  CPU tensors need no coalescing: their sends and receives never block
+    # each other (_p2p.py).  CUDA tensors' run in stream order on the group's communicator, so a
+    # batch's are issued together at its end in one coll group (as NCCL's): for a CUDA device the
+    # group says it coalesces, and torch 2.x brackets the batch with _start/_end_coalescing.
     supports_coalescing = False
 
     def _get_backend(self, device=None):
+        if _cuda.is_cuda_device(device):
+            return _CudaBackend(self)
         return self
 
     def shutdown(self):
@@ -473,8 +480,12 @@ class ProcessGroupColl(_ProcessGroup):
             _lib.check(_lib.lib.collReduce(_ptr(src), _ptr(buf), count, ctype, cop, root, comm, stream), "reduce")
         return self._submit(issue, list(tensors), outs.finish, [src, buf])
 
-    # -- barrier: queued behind everything issued before it on this group
+    # -- barrier: queued behind everything issued before it on this group; on a CUDA device (opts.device,
+    # torch 2.x) a collBarrier on its current stream (_cuda.barrier)
     def barrier(self, opts=None):
+        dev = _opt(opts, "device", None)
+        if _cuda.is_cuda_device(dev):
+            return _cuda.barrier(self, dev)
         comm, stream = self._comm(), self._eng.stream
 
         def issue(s=stream):
@@ -488,6 +499,8 @@ class ProcessGroupColl(_ProcessGroup):
         self._check_rank(dstRank, "send destination")
         if dstRank == self._rank:
             raise RuntimeError("coll: send to self is not supported")
+        if _cuda.device_of([t], "send") is not None:
+            return _cuda.p2p(self, t, dstRank, True, "send")
         src = self._src(t, "send")
         if not self._any_source:
             return self._p2p(self._rank, dstRank, src, list(tensors), None)
@@ -500,6 +513,8 @@ class ProcessGroupColl(_ProcessGroup):
         self._check_rank(srcRank, "recv source")
         if srcRank == self._rank:
             raise RuntimeError("coll: receive from self is not supported")
+        if _cuda.device_of([t], "recv") is not None:
+            return _cuda.p2p(self, t, srcRank, False, "recv")
         outs = _Outs(self)
         buf = outs.buf(t, "recv")
         if self._any_source:
@@ -527,7 +542,7 @@ class ProcessGroupColl(_ProcessGroup):
                                "every send announces itself through the store); or pass src")
         t = self._one(tensors, "recv")
         outs = _Outs(self)
-        buf = outs.buf(t, "recv")
+        buf = outs.buf(t, "recv from any source")  # no CUDA path: CUDA messages do not announce themselves
         e = self._eng
         with self._any_lock:
             while True:
@@ -560,11 +575,17 @@ class ProcessGroupColl(_ProcessGroup):
     # when all of them did.
     def _start_coalescing(self, *args, **kwargs):
         self._batch = []
+        self._cuda_batch = _cuda.Batch()
 
     start_coalescing = _start_coalescing
 
     def _end_coalescing(self, *args, **kwargs):
         futs, self._batch = self._batch or [], None
+        cb, self._cuda_batch = self._cuda_batch, None
+        if cb is not None and cb.calls:
+            if futs:
+                raise RuntimeError("coll: batch_isend_irecv: mixes CUDA and CPU tensors (one device per batch)")
+            return _cuda.end_batch(self, cb)
         agg = torch.futures.Future()
         work = CollWork(agg)
         if not futs:
@@ -667,30 +688,16 @@ class ProcessGroupColl(_ProcessGroup):
 
     # -- all-to-all: a group of sends and receives, the local block copied
     def _alltoall_issue(self, sends, recvs, what):
-        """sends/recvs: per peer a byte view (1-D uint8 tensor) or None."""
-        comm, stream, me = self._comm(), self._eng.stream, self._rank
+        comm, stream, me, ws = self._comm(), self._eng.stream, self._rank, self._size
 
         def issue():
-            for r in range(self._size):
-                if r == me:
-                    continue
-                s, d = sends[r], recvs[r]
-                if s is not None and s.numel():
-                    _lib.check(_lib.lib.collSend(_ptr(s), s.numel(), _lib.UINT8, r, comm, stream), what)
-                if d is not None and d.numel():
-                    _lib.check(_lib.lib.collRecv(_ptr(d), d.numel(), _lib.UINT8, r, comm, stream), what)
+            alltoall_calls(sends, recvs, me, ws, comm, stream, what)
         return issue
-
-    @staticmethod
-    def _bytes(t):
-        """1-D uint8 view of a plain tensor's bytes."""
-        if t.numel() == 0:
-            return torch.empty(0, dtype=torch.uint8)
-        flat = t.reshape(-1)
-        return flat.view(torch.uint8) if t.element_size() != 1 or t.dtype != torch.uint8 else flat
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         what = "all_to_all_single"
+        if _cuda.device_of([output, input], what) is not None:
+            return _cuda.alltoall_single(self, output, input, output_split_sizes, input_split_sizes)
         src = self._src(input, what)
         _check_tensor(output, what)
         if src.dtype != output.dtype:
@@ -698,27 +705,9 @@ class ProcessGroupColl(_ProcessGroup):
         outs = _Outs(self)
         buf = outs.buf(output, what)
         ws, me = self._size, self._rank
-
-        def splits(t, given, name):
-            rows = t.shape[0] if t.dim() else 1
-            rowb = t.element_size()
-            for d in t.shape[1:]:
-                rowb *= d
-            if not given:
-                if rows % ws:
-                    raise RuntimeError("coll: %s: %s dim 0 (%d) is not divisible by world size %d" % (what, name, rows, ws))
-                given = [rows // ws] * ws
-            if len(given) != ws or sum(given) != rows or any(g < 0 for g in given):
-                raise RuntimeError("coll: %s: %s split sizes %s do not match dim 0 = %d over %d ranks"
-                                   % (what, name, list(given), rows, ws))
-            offs, o = [], 0
-            for g in given:
-                offs.append((o * rowb, g * rowb))
-                o += g
-            return offs
-        so = splits(src, list(input_split_sizes), "input")
-        ro = splits(buf, list(output_split_sizes), "output")
-        sb, rb = self._bytes(src), self._bytes(buf)
+        so = split_offsets(src, list(input_split_sizes), ws, "input", what)
+        ro = split_offsets(buf, list(output_split_sizes), ws, "output", what)
+        sb, rb = byte_view(src), byte_view(buf)
         sends = [sb[o:o + n] for o, n in so]
         recvs = [rb[o:o + n] for o, n in ro]
         if sends[me].numel() != recvs[me].numel():
@@ -735,6 +724,8 @@ class ProcessGroupColl(_ProcessGroup):
     def alltoall(self, output_tensors, input_tensors, opts=None):
         what = "all_to_all"
         ws, me = self._size, self._rank
+        if _cuda.device_of(list(output_tensors) + list(input_tensors), what) is not None:
+            return _cuda.alltoall_list(self, output_tensors, input_tensors)
         if len(output_tensors) != ws or len(input_tensors) != ws:
             raise RuntimeError("coll: %s: needs %d input and output tensors" % (what, ws))
         outs = _Outs(self)
@@ -743,8 +734,8 @@ class ProcessGroupColl(_ProcessGroup):
         for s, b in zip(srcs, bufs):
             if s.dtype != b.dtype:
                 raise RuntimeError("coll: %s: input and output dtypes differ" % what)
-        sends = [self._bytes(s) for s in srcs]
-        recvs = [self._bytes(b) for b in bufs]
+        sends = [byte_view(s) for s in srcs]
+        recvs = [byte_view(b) for b in bufs]
         if sends[me].numel() != recvs[me].numel():
             raise RuntimeError("coll: %s: input %d and output %d differ in size" % (what, me, me))
 
@@ -807,6 +798,18 @@ class ProcessGroupColl(_ProcessGroup):
         if missing:
             raise RuntimeError("Rank %d failed to pass monitoredBarrier in %d ms" % (missing[0], ms))
         store.add(key + "release", 1)
+
+
+class _CudaBackend:
+    """The group as its CUDA backend (ProcessGroup._get_backend(cuda device)):
+    the group itself, except that it coalesces (see supports_coalescing)."""
+    supports_coalescing = True
+
+    def __init__(self, pg):
+        self._pg = pg
+
+    def __getattr__(self, name):
+        return getattr(self._pg, name)
 
 
 # ---------------------------------------------------------------------------

@@ -12,8 +12,13 @@ its result as stream order would give it.  Checks, on 2 processes:
 * Work: an event is recorded on the op's stream after the call; wait() makes
   the current stream wait for it and never synchronizes the host;
   is_completed() is the event's query; get_future() holds the tensors;
+* send/recv (also staged, non-contiguous), batch_isend_irecv (both ranks
+  sending first: one coll group, staged receives copied back after it),
+  all_to_all_single (uneven splits) and all_to_all, barrier (its wait()
+  synchronizes the host once): exact values, each on a new CUDA stream that
+  gets its coll stream and the Work's event;
 * CPU and "CUDA" tensors mixed in one call, and CUDA tensors to an operation
-  without a CUDA path, are refused with a message naming the operation;
+  without a CUDA path (gather), are refused with a message naming the operation;
 * the group lists the cuda device where torch has CUDA;
 * without collStreamCreateCuda (or without a GPU) the real seam raises
   CollError with coll's message.
@@ -144,7 +149,7 @@ def seam_worker(rank, ws, backend):
     except RuntimeError as e:
         res["mixed"] = str(e)
     try:
-        dist.all_to_all_single(mark(torch.zeros(2 * ws)), mark(torch.ones(2 * ws)))
+        dist.gather(mark(torch.ones(2)), [mark(torch.zeros(2)) for _ in range(ws)] if rank == 0 else None, dst=0)
         res["refused"] = "no error"
     except RuntimeError as e:
         res["refused"] = str(e)
@@ -153,7 +158,97 @@ def seam_worker(rank, ws, backend):
     return res
 
 
+def p2p_worker(rank, ws, backend):
+    """send/recv, batch_isend_irecv, all_to_all(_single) and barrier on fake CUDA
+    tensors, each on a CUDA stream of its own (handle 0x100 * step): the
+    coll stream made for it, the Work's event recorded on it."""
+    import types
+    import torch
+    import torch.distributed as dist
+    from torch_coll import _cuda, _lib
+    fake, created, Stream, Event = install_fakes()
+    _cuda.is_cuda_device = lambda d: True  # the fake CUDA tensors are on the cpu device
+    groups = []
+    real_start = _lib.lib.collGroupStart
+
+    def group_start():
+        groups.append(1)
+        return real_start()
+    _lib.lib.collGroupStart = group_start
+    peer, res, step = 1 - rank, {}, [0]
+
+    def on_new_stream(name, op):
+        step[0] += 1
+        fake.cur = Stream(0x100 * step[0])
+        g0 = len(groups)
+        w = op()
+        ws_ = w if isinstance(w, list) else [w]
+        works = [x.batch if type(x).__name__ == "PendingWork" else x for x in ws_]
+        res[name + "_stream"] = [created[-1] == fake.cur.cuda_stream] + \
+            [x._event.stream is fake.cur for x in works]
+        res[name + "_types"] = sorted(set(type(x).__name__ for x in ws_))
+        for x in ws_:
+            x.wait()
+        res[name + "_groups"] = len(groups) - g0
+        return w
+
+    # send / recv (rank 0 -> 1, then 1 -> 0 with non-contiguous tensors on both sides)
+    a = mark(torch.arange(5, dtype=torch.float32) * 1.5 if rank == 0 else torch.zeros(5))
+    on_new_stream("p2p1", lambda: dist.isend(a, 1) if rank == 0 else dist.irecv(a, 0))
+    res["p2p1"] = a.tolist()
+    b = mark(torch.arange(12, dtype=torch.int64).reshape(3, 4).t() if rank == 1
+             else torch.zeros(3, 4, dtype=torch.int64).t())
+    on_new_stream("p2p2", lambda: dist.isend(b, 0) if rank == 1 else dist.irecv(b, 1))
+    res["p2p2"] = b.tolist()
+    # a batch: both ranks send first, in one coll group; a non-contiguous receive copied back after it
+    out = mark(torch.zeros(3))
+    out_nc = mark(torch.zeros(2, 2).t())
+    ops = [dist.P2POp(dist.isend, mark(torch.full((3,), float(rank + 1))), peer),
+           dist.P2POp(dist.isend, mark(torch.arange(4.0).reshape(2, 2).t() + 10 * rank), peer),
+           dist.P2POp(dist.irecv, out, peer), dist.P2POp(dist.irecv, out_nc, peer)]
+    on_new_stream("batch", lambda: dist.batch_isend_irecv(ops))
+    res["batch"] = [out.tolist(), out_nc.tolist()]
+    # all_to_all_single: uneven splits into a non-contiguous output
+    inp = mark(torch.arange(6, dtype=torch.float32).reshape(3, 2) + 100 * rank)
+    o = mark(torch.zeros(2, 3).t())
+    sp = [1, 2] if rank == 0 else [2, 1]
+    on_new_stream("a2a_single", lambda: dist.all_to_all_single(o, inp, sp, sp, async_op=True))
+    res["a2a_single"] = o.tolist()
+    # all_to_all, the list form
+    ins = [mark(torch.full((2,), rank * 10 + j, dtype=torch.int32)) for j in range(ws)]
+    outs = [mark(torch.zeros(2, dtype=torch.int32)) for _ in range(ws)]
+    on_new_stream("a2a", lambda: dist.all_to_all(outs, ins, async_op=True))
+    res["a2a"] = [x.tolist() for x in outs]
+    # barrier: its wait() blocks the host (one event synchronize), as NCCL's
+    pg = dist.distributed_c10d._get_default_group()
+    s0 = Event.syncs
+    on_new_stream("barrier", lambda: pg.barrier(types.SimpleNamespace(device=torch.device("cuda", 0))))
+    res["barrier_syncs"] = Event.syncs - s0
+    res["created"] = len(created)
+    return res
+
+
 class CudaSeamTest(unittest.TestCase):
+    def test_new_ops_on_fake_cuda(self):
+        """send/recv, batch_isend_irecv, all_to_all(_single), barrier: no longer refused."""
+        res = harness.run(p2p_worker, 2, "coll", timeout=120)
+        for rank, r in enumerate(res):
+            for name in ("p2p1", "p2p2", "batch", "a2a_single", "a2a", "barrier"):
+                self.assertEqual(r[name + "_stream"], [True] * len(r[name + "_stream"]), (name, r))
+                self.assertTrue(set(r[name + "_types"]) <= {"CudaWork", "PendingWork"}, (name, r))
+            self.assertEqual(r["p2p1"], [0.0, 1.5, 3.0, 4.5, 6.0])
+            self.assertEqual(r["p2p2"], [[0, 4, 8], [1, 5, 9], [2, 6, 10], [3, 7, 11]])
+            self.assertEqual(r["p2p1_groups"], 0)
+            self.assertEqual(r["batch"], [[float(2 - rank)] * 3, [[10.0 * (1 - rank), 2.0 + 10 * (1 - rank)],
+                                                                   [1.0 + 10 * (1 - rank), 3.0 + 10 * (1 - rank)]]])
+            self.assertEqual(r["batch_groups"], 1)
+            self.assertEqual(r["a2a_single"], [[0.0, 1.0], [100.0, 101.0], [102.0, 103.0]] if rank == 0
+                             else [[2.0, 3.0], [4.0, 5.0], [104.0, 105.0]])
+            self.assertEqual(r["a2a_single_groups"], 1)
+            self.assertEqual(r["a2a"], [[rank, rank], [10 + rank, 10 + rank]])
+            self.assertEqual(r["barrier_syncs"], 1)
+            self.assertEqual(r["created"], 6)
+
     def test_ops_on_fake_cuda(self):
         ws = 2
         res = harness.run(seam_worker, ws, "coll", timeout=120)
@@ -176,7 +271,7 @@ class CudaSeamTest(unittest.TestCase):
             self.assertEqual(r["reduce_scatter_tensor"], [float(2 * (3 * rank + i) + 1) for i in range(3)])
             self.assertEqual(r["reduce_scatter_list"], [float(0 * 100 + rank + 1 * 100 + rank)] * 2)
             self.assertIn("coll: allgather: mixes CUDA and CPU tensors", r["mixed"])
-            self.assertIn("coll: all_to_all_single: CUDA tensors are not supported for this operation yet", r["refused"])
+            self.assertIn("coll: gather: CUDA tensors are not supported for this operation yet", r["refused"])
             if r["device_types"] is not None:
                 self.assertEqual(r["device_types"], ["cpu", "cuda"])
 
