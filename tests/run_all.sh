@@ -53,7 +53,7 @@ stage_asan() {
 asan_skip='^(soak|torch|rdma|netns|cases-big)$'
 stage_fuzz() { bash tests/fuzz/run.sh "${COLL_FUZZ_SECONDS:-15}" "$root/fuzz"; }
 
-declare -A what=([gcc]="gcc -Werror build + tests" [clang]="clang -Werror host-only build + API tests"
+declare -A what=([gcc]="gcc -Werror build (CUDA where nvcc is) + tests" [clang]="clang -Werror host-only build + API tests"
                  [asan]="AddressSanitizer + UBSan build + tests" [fuzz]="libFuzzer targets (bounded time each)")
 
 now() { date +%s.%N; }
