@@ -112,7 +112,8 @@ collResult_t collCudaDmaBufFd(const void* ptr, size_t size, int* fd, uint64_t* o
 #endif
 }
 
-collResult_t collCudaFlushRdmaWrites(const void* ptr) {
+collResult_t collCudaRdmaFlushOf(const void* ptr, collCudaRdmaFlush* f) {
+  if (!f) return collSetError(collInvalidArgument, "GPUDirect RDMA flush target of %p: NULL target", ptr);
 #ifdef COLL_HAVE_CUDA
   if (!collCudaDmaBufSupported())
     return collSetError(collInvalidUsage, "GPUDirect RDMA flush of %p: this process has no dma-buf path", ptr);
@@ -123,14 +124,25 @@ collResult_t collCudaFlushRdmaWrites(const void* ptr) {
   COLL_CU_CHECK(COLL_CU(cuPointerGetAttributes)(2, at, val, (CUdeviceptr)(uintptr_t)ptr),
                 "GPUDirect RDMA flush: cuPointerGetAttributes");
   if (dev < 0) return collSetError(collInvalidArgument, "GPUDirect RDMA flush of %p: not GPU memory", ptr);
-  if (dev < 64 && !(collDmaBufFlushMask >> dev & 1)) return collSuccess; /* the GPU orders NIC writes itself */
-  CUdevice d = 0;
-  int primary = !ctx; /* cuMem (VMM) memory has no context of its own: the device's primary one */
-  if (primary) {
+  collCudaRdmaFlush t = {NULL, dev, dev >= 64 || (collDmaBufFlushMask >> dev & 1), 0};
+  if (t.flush && !ctx) { /* cuMem (VMM) memory has no context of its own: the device's primary one */
+    CUdevice d = 0;
     COLL_CU_CHECK(COLL_CU(cuDeviceGet)(&d, dev), "GPUDirect RDMA flush: cuDeviceGet");
     COLL_CU_CHECK(COLL_CU(cuDevicePrimaryCtxRetain)(&ctx, d), "GPUDirect RDMA flush: cuDevicePrimaryCtxRetain");
+    t.primary = 1;
   }
-  CUcontext old = NULL;
+  if (t.flush) t.ctx = ctx;
+  *f = t;
+  return collSuccess;
+#else
+  return collSetError(collInvalidUsage, "GPUDirect RDMA flush of %p: libcoll was built without CUDA support", ptr);
+#endif
+}
+
+collResult_t collCudaRdmaFlushRun(const collCudaRdmaFlush* f) {
+  if (!f->flush) return collSuccess; /* the GPU orders NIC writes itself */
+#ifdef COLL_HAVE_CUDA
+  CUcontext ctx = f->ctx, old = NULL;
   CUresult r = COLL_CU(cuCtxGetCurrent)(&old);
   if (r == CUDA_SUCCESS && old != ctx) r = COLL_CU(cuCtxSetCurrent)(ctx);
   if (r == CUDA_SUCCESS) {
@@ -138,10 +150,19 @@ collResult_t collCudaFlushRdmaWrites(const void* ptr) {
                                             CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER);
     if (old != ctx) (void)COLL_CU(cuCtxSetCurrent)(old);
   }
-  if (primary) (void)COLL_CU(cuDevicePrimaryCtxRelease)(d);
   if (r != CUDA_SUCCESS) return collCudaError(r, "GPUDirect RDMA flush: cuFlushGPUDirectRDMAWrites");
   return collSuccess;
 #else
-  return collSetError(collInvalidUsage, "GPUDirect RDMA flush of %p: libcoll was built without CUDA support", ptr);
+  return collSetError(collInvalidUsage, "GPUDirect RDMA flush: libcoll was built without CUDA support");
 #endif
+}
+
+void collCudaRdmaFlushRelease(collCudaRdmaFlush* f) {
+#ifdef COLL_HAVE_CUDA
+  CUdevice d = 0;
+  if (f->primary && COLL_CU(cuDeviceGet)(&d, f->dev) == CUDA_SUCCESS) (void)COLL_CU(cuDevicePrimaryCtxRelease)(d);
+#endif
+  f->primary = 0;
+  f->ctx = NULL;
+  f->flush = 0;
 }

@@ -41,15 +41,38 @@ int collCudaDmaBufSupported(void);
  * error. Thread-safe. */
 collResult_t collCudaDmaBufFd(const void* ptr, size_t size, int* fd, uint64_t* offset);
 
-/* Makes every NIC write into the GPU memory at ptr that has completed
- * visible to that GPU's kernels and copies (NCCL's iflush for GPU memory;
- * cuFlushGPUDirectRDMAWrites, scope OWNER, in the pointer's context, or the
- * device's primary context for cuMem memory; the calling thread's current
- * context is restored). A no-op for a GPU that orders such writes itself.
- * Blocks until done (microseconds). Errors: collInvalidUsage (no dma-buf
- * path in this process, collCudaDmaBufSupported is 0), collInvalidArgument
- * (ptr is not GPU memory), collSystemError (a driver call failed, named);
- * each with a message. Thread-safe. */
-collResult_t collCudaFlushRdmaWrites(const void* ptr);
+/* Where NIC writes into one GPU buffer are made visible to that GPU's
+ * kernels and copies (NCCL's iflush for GPU memory), decided once for a
+ * registration (collCudaRdmaFlushOf) so that each flush (collCudaRdmaFlushRun)
+ * asks the driver nothing about the pointer. */
+typedef struct {
+  void* ctx;   /* CUcontext the flush runs in (flush only): the memory's, or the device's primary one */
+  int dev;     /* the memory's device ordinal */
+  int flush;   /* 1: the GPU needs cuFlushGPUDirectRDMAWrites; 0: it orders NIC writes itself */
+  int primary; /* ctx is the device's primary context, retained until collCudaRdmaFlushRelease */
+} collCudaRdmaFlush;
+
+/* Fills *f for the GPU memory at ptr: its device, whether that GPU needs a
+ * flush (GPU_DIRECT_RDMA_WRITES_ORDERING below OWNER, as probed by
+ * collCudaDmaBufSupported) and, when it does, the context to flush in (the
+ * pointer's; for cuMem memory, which has none, the device's primary context,
+ * retained). One cuPointerGetAttributes. Errors: collInvalidUsage (no
+ * dma-buf path in this process, collCudaDmaBufSupported is 0; built without
+ * CUDA), collInvalidArgument (ptr is not GPU memory, f NULL),
+ * collSystemError (a driver call failed, named); each with a message; *f is
+ * untouched on error. Thread-safe. */
+collResult_t collCudaRdmaFlushOf(const void* ptr, collCudaRdmaFlush* f);
+
+/* Makes every NIC write into f's memory that has completed visible to its
+ * GPU: cuFlushGPUDirectRDMAWrites, scope OWNER, in f's context (the calling
+ * thread's current context is restored); no driver call at all when the GPU
+ * orders such writes itself. Blocks until done (microseconds). Errors:
+ * collSystemError (a driver call failed, named), with a message.
+ * Thread-safe. */
+collResult_t collCudaRdmaFlushRun(const collCudaRdmaFlush* f);
+
+/* Releases what collCudaRdmaFlushOf retained (the primary context); f
+ * flushes nothing afterwards. */
+void collCudaRdmaFlushRelease(collCudaRdmaFlush* f);
 
 #endif

@@ -3,7 +3,7 @@
  * version, error names, the environment and failure injection (fakecuda.h).
  * Only cuInit, cuDriverGetVersion and cuGetProcAddress_v2 are exported: the
  * rest is reached through the table, as coll's loader does (and
- * fakecudaPolls, for tests).
+ * fakecudaCalls and fakecudaPolls, for tests).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -60,8 +60,10 @@ static int fkEnvInt(const char* name, int dflt) {
   return e && *e ? (int)strtol(e, NULL, 0) : dflt;
 }
 
+static void fkSortNames(void);
 static pthread_once_t fkOnce = PTHREAD_ONCE_INIT;
 static void fkInit(void) {
+  fkSortNames();
   fkCfg.devices = fkEnvInt("FAKECUDA_DEVICES", 1);
   if (fkCfg.devices < 0) fkCfg.devices = 0;
   if (fkCfg.devices > FK_MAX_DEVS) fkCfg.devices = FK_MAX_DEVS;
@@ -116,15 +118,46 @@ void fkSetSticky(CUresult r) {
 }
 
 static atomic_int fkInitDone; /* cuInit succeeded */
-static atomic_long fkPolls;    /* cuEventQuery and cuStreamQuery calls */
+
+/* ---- call counts ---------------------------------------------------------------- */
+/* The entry points by name, sorted (fkInit), each with how many times it was
+ * entered (fkEnter, failed calls included). */
+#define FK_NAME(name) #name,
+static const char* const fkNames[] = {COLL_CUDA_SYMBOLS(FK_NAME) COLL_CUDA_OPTIONAL_SYMBOLS(FK_NAME)};
+#undef FK_NAME
+#define FK_NNAMES (sizeof fkNames / sizeof fkNames[0])
+static const char* fkSorted[FK_NNAMES];
+static atomic_long fkCalls[FK_NNAMES];
+
+static int fkNameCmp(const void* a, const void* b) { return strcmp(*(const char* const*)a, *(const char* const*)b); }
+static void fkSortNames(void) {
+  memcpy(fkSorted, fkNames, sizeof fkSorted);
+  qsort(fkSorted, FK_NNAMES, sizeof fkSorted[0], fkNameCmp);
+}
+/* The counter of entry point `name`, or NULL for a name that is none. */
+static atomic_long* fkCounter(const char* name) {
+  const char** at = bsearch(&name, fkSorted, FK_NNAMES, sizeof fkSorted[0], fkNameCmp);
+  return at ? &fkCalls[at - fkSorted] : NULL;
+}
+
+/* How many times entry point `name` (e.g. "cuPointerGetAttributes") was
+ * called in this process, failed calls included; -1 for a name the fake
+ * does not implement. Tests read it (dlsym) to see which driver calls a path
+ * makes. */
+FK_EXPORT long fakecudaCalls(const char* name) {
+  fkInitOnce();
+  atomic_long* c = fkCounter(name);
+  return c ? atomic_load(c) : -1;
+}
 
 /* How many times cuEventQuery and cuStreamQuery were called in this process:
  * tests read it (dlsym) to see how often a wait polls. */
-FK_EXPORT long fakecudaPolls(void) { return atomic_load(&fkPolls); }
+FK_EXPORT long fakecudaPolls(void) { return fakecudaCalls("cuEventQuery") + fakecudaCalls("cuStreamQuery"); }
 
 CUresult fkEnter(const char* name) {
   fkInitOnce();
-  if (strcmp(name, "cuEventQuery") == 0 || strcmp(name, "cuStreamQuery") == 0) atomic_fetch_add(&fkPolls, 1);
+  atomic_long* calls = fkCounter(name);
+  if (calls) atomic_fetch_add(calls, 1);
   fkHangNext = 0;
   for (int i = 0; i < fkNRules; i++)
     if (strcmp(fkRules[i].name, name) == 0 && atomic_fetch_add(&fkRules[i].calls, 1) + 1 == fkRules[i].k) {

@@ -39,6 +39,10 @@
  *   FAKECUDA_PINNED_KB=k    pinned host memory (cuMemHostAlloc) the process may hold at once, in
  *                           KiB (default 0: no limit); an allocation beyond says OUT_OF_MEMORY
  *   FAKECUDA_VERBOSE=1      say on stderr why a call failed
+ *
+ * Counters tests read with dlsym: fakecudaCalls(name) (calls of one entry
+ * point, failed ones included), fakecudaPolls() (cuEventQuery and
+ * cuStreamQuery), fakecudaFlushes() (successful cuFlushGPUDirectRDMAWrites).
  */
 #ifndef COLL_FAKECUDA_H_
 #define COLL_FAKECUDA_H_

@@ -8,7 +8,8 @@
  * past an allocation and host memory where device memory is needed are
  * refused; a kernel's grid runs as on a GPU; VMM memory exported as a file
  * descriptor is shared with another process; FAKECUDA_FAIL fails exactly
- * the k-th call. Each scenario runs in a fresh child (the fake reads its
+ * the k-th call, and fakecudaCalls counts every call of an entry point.
+ * Each scenario runs in a fresh child (the fake reads its
  * environment once per process).
  */
 #include <setjmp.h>
@@ -17,6 +18,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -222,12 +224,28 @@ static void test_memory(void** st) {
   (void)st;
   runChild(childMemory, NULL, NULL);
 }
+/* The fake's count of calls of entry point name (fakecudaCalls). */
+static long fakeCalls(const char* name) {
+  void* h = dlopen(COLL_FAKECUDA, RTLD_NOW | RTLD_NOLOAD);
+  long (*f)(const char*) = NULL;
+  if (h) *(void**)&f = dlsym(h, "fakecudaCalls");
+  long n = f ? f(name) : -2;
+  if (h) dlclose(h);
+  return n;
+}
+/* ... and fakecudaCalls counts every call of the entry, the failed one too,
+ * and no other entry's; -1 for a name that is no entry point. */
 static void childFailK(void) {
   CUdeviceptr x = 0, y = 0, z = 0;
+  long a0 = fakeCalls("cuMemAlloc"), f0 = fakeCalls("cuMemFree");
   CHECK(CU(cuMemAlloc)(&x, 64) == CUDA_SUCCESS, "call 1");
   CHECK(CU(cuMemAlloc)(&y, 64) == CUDA_ERROR_INVALID_DEVICE && y == 0, "call 2 not failed with the given result");
   CHECK(CU(cuMemAlloc)(&z, 64) == CUDA_SUCCESS, "call 3");
+  CHECK(fakeCalls("cuMemAlloc") - a0 == 3 && fakeCalls("cuMemFree") == f0,
+        "calls counted: cuMemAlloc %ld, cuMemFree %ld", fakeCalls("cuMemAlloc") - a0, fakeCalls("cuMemFree") - f0);
+  CHECK(fakeCalls("cuNoSuchEntry") == -1, "an unknown name counted %ld", fakeCalls("cuNoSuchEntry"));
   CU(cuMemFree)(x), CU(cuMemFree)(z);
+  CHECK(fakeCalls("cuMemFree") - f0 == 2, "cuMemFree counted %ld times, want 2", fakeCalls("cuMemFree") - f0);
 }
 static void test_fail_kth(void** st) {
   (void)st;

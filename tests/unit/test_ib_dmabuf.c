@@ -12,15 +12,17 @@
  *    IB_EAGER (GPU memory never goes eager): the bytes read back through
  *    cuMemcpy are exact; iflush of the GPU receive calls
  *    cuFlushGPUDirectRDMAWrites once (the fake counts it) with the thread's
- *    context kept, iflush of host memory does not; GPU memory at one end and a small host buffer at
- *    the other fails on the receiver with a message;
+ *    context kept, iflush of host memory does not; 5 receives into one
+ *    registration make 5 flushes and no cuPointerGetAttributes or
+ *    cuCtxSetCurrent (decided at registration); GPU memory at one end and a
+ *    small host buffer at the other fails on the receiver with a message;
  *  - errors with their messages: bad fd, a fd that is no dma-buf, host
  *    memory type, COLL_IB_DMABUF=0, unsupported HCA, no ibv_reg_dmabuf_mr;
  *  - in child processes: a driver without dma-buf (FAKECUDA_NO_DMABUF), one
  *    without cuMemGetHandleForAddressRange (it still loads), one without
  *    cuFlushGPUDirectRDMAWrites on a GPU that needs it (no dma-buf path),
- *    one whose GPU orders NIC writes itself (dma-buf, iflush calls no
- *    flush), and a host-only process whose getProperties loads no CUDA
+ *    one whose GPU orders NIC writes itself (dma-buf, 5 receives make no
+ *    flush and no driver query), and a host-only process whose getProperties loads no CUDA
  *    driver.
  * Without CUDA in the build only the host-only checks run.
  */
@@ -113,6 +115,17 @@ static long flushes(void) {
   dlclose(h);
   return n;
 }
+/* The fake driver's count of calls of entry point `name`. */
+static long driverCalls(const char* name) {
+  void* h = dlopen(COLL_FAKECUDA, RTLD_NOW | RTLD_NOLOAD);
+  long (*f)(const char*) = NULL;
+  if (h) *(void**)&f = dlsym(h, "fakecudaCalls");
+  assert_non_null(f);
+  long n = f(name);
+  dlclose(h);
+  assert_true(n >= 0);
+  return n;
+}
 /* iflush of [data, +n) on recv comm rc with mhandle mh; the flushes it made. */
 static long iflushCount(void* rc, void* data, size_t n, void* mh) {
   long f0 = flushes();
@@ -151,10 +164,100 @@ static void test_export(void** st) {
   assert_int_equal(collCudaDmaBufFd(d, 0, &fd, &off), collInvalidArgument);
   assert_int_equal(collCudaDmaBufFd(d, N, NULL, &off), collInvalidArgument);
   assert_int_equal(fd, -7);
-  assert_int_equal(collCudaFlushRdmaWrites(host), collInvalidArgument);
+  collCudaRdmaFlush fl = {(void*)1, 7, 7, 7};
+  assert_int_equal(collCudaRdmaFlushOf(host, &fl), collInvalidArgument);
   assert_true(HAS(collGetLastError(NULL), "not GPU memory"));
+  assert_int_equal(fl.dev, 7); /* untouched */
+  assert_int_equal(collCudaRdmaFlushOf(d, &fl), collSuccess);
+  assert_int_equal(fl.dev, 0);
+  assert_int_equal(fl.flush, 1); /* the fake's default GPU does not order NIC writes */
+  assert_non_null(fl.ctx);
+  collCudaRdmaFlushRelease(&fl);
   assert_int_equal(off, OFF);
   collDevFree(d);
+}
+
+/* One message of n bytes from src (registration smh) on q's send comm into
+ * dst (rmh) on its receive comm; both ends complete with n bytes. */
+static void transfer(netPair_t* q, void* src, void* dst, size_t n, void* smh, void* rmh) {
+  void *s = NULL, *r = NULL;
+  while (!r) assert_int_equal(net->irecv(q->recv, dst, n, 5, rmh, &r), collSuccess);
+  while (!s) assert_int_equal(net->isend(q->send, src, n, 5, smh, &s), collSuccess);
+  int sd = 0, rd = 0;
+  size_t got = 0;
+  for (int i = 0; i < 10000000 && (!sd || !rd); i++) {
+    if (!sd) assert_int_equal(net->test(s, &sd, NULL, NULL), collSuccess);
+    if (!rd) assert_int_equal(net->test(r, &rd, &got, NULL), collSuccess);
+  }
+  assert_true(sd && rd);
+  assert_int_equal(got, n);
+}
+
+/* Registers [src, +n) on q's send comm and [dst, +n) on its receive comm
+ * from dma-bufs (*smh, *rmh). The fds stay the caller's (still open: ib
+ * closed neither); closed here, the registrations hold. */
+static void regBoth(netPair_t* q, char* src, char* dst, size_t n, void** smh, void** rmh) {
+  int sfd = -1, rfd = -1;
+  uint64_t soff = 0, roff = 0;
+  assert_int_equal(collCudaDmaBufFd(src, n, &sfd, &soff), collSuccess);
+  assert_int_equal(collCudaDmaBufFd(dst, n, &rfd, &roff), collSuccess);
+  assert_int_equal(net->regMrDmaBuf(q->send, src, n, COLL_PTR_CUDA, soff, sfd, smh), collSuccess);
+  assert_int_equal(net->regMrDmaBuf(q->recv, dst, n, COLL_PTR_CUDA, roff, rfd, rmh), collSuccess);
+  assert_true(fcntl(sfd, F_GETFD) >= 0 && fcntl(rfd, F_GETFD) >= 0);
+  close(sfd), close(rfd);
+}
+/* Undoes regBoth, closes q, stops ib (stop's checks) and frees the GPU
+ * buffers src and dst. */
+static void unregBoth(netPair_t* q, void* smh, void* rmh, void* src, void* dst) {
+  assert_int_equal(net->deregMr(q->send, smh), collSuccess);
+  assert_int_equal(net->deregMr(q->recv, rmh), collSuccess);
+  netClosePair(net, q);
+  stop();
+  collDevFree(src), collDevFree(dst);
+}
+
+/* `rounds` messages of n bytes from one GPU buffer into another, each
+ * registered once from a dma-buf, every receive followed by iflush and its
+ * bytes checked: the flushes the iflushes made. *queries: the driver's
+ * cuPointerGetAttributes and cuCtxSetCurrent calls after the registrations
+ * (the thread's context is the buffers' own: nothing to switch). */
+static long receiveRounds(int rounds, size_t n, long* queries) {
+  start(IBFAKE_DMABUF_SUPPORTED, 1);
+  char* src = devAlloc(n);
+  char* dst = devAlloc(n);
+  unsigned char* pat = malloc(n);
+  unsigned char* back = malloc(n);
+  assert_true(pat && back);
+  netPair_t q;
+  netMakePair(net, &q);
+  void *smh = NULL, *rmh = NULL;
+  regBoth(&q, src, dst, n, &smh, &rmh);
+  long q0 = driverCalls("cuPointerGetAttributes") + driverCalls("cuCtxSetCurrent"), f = 0;
+  for (int k = 0; k < rounds; k++) {
+    for (size_t i = 0; i < n; i++) pat[i] = (unsigned char)(i * 13 + (size_t)k * 101 + 1);
+    cuCopy(src, pat, n);
+    transfer(&q, src, dst, n, smh, rmh);
+    f += iflushCount(q.recv, dst, n, rmh);
+    cuCopy(back, dst, n);
+    assert_memory_equal(back, pat, n);
+  }
+  *queries = driverCalls("cuPointerGetAttributes") + driverCalls("cuCtxSetCurrent") - q0;
+  unregBoth(&q, smh, rmh, src, dst);
+  free(pat), free(back);
+  return f;
+}
+
+/* A GPU that needs flushes: 5 receives into one registration make exactly
+ * 5 flushes and ask the driver nothing about the pointer (the registration
+ * asked once). Before the registration kept it, every iflush called
+ * cuPointerGetAttributes. */
+static void test_iflush_asks_once(void** st) {
+  (void)st;
+  NEED_FAKE();
+  assert_int_equal(collCudaLoad(), collSuccess);
+  long queries = -1;
+  assert_int_equal(receiveRounds(5, 100000, &queries), 5);
+  assert_int_equal(queries, 0);
 }
 
 /* GPU buffer -> GPU buffer of n bytes, both registered from dma-bufs;
@@ -176,30 +279,11 @@ static void gpuToGpu(size_t n) {
   cuCopy(src + OFF, pat, n);
   netPair_t q;
   netMakePair(net, &q);
-  int sfd = -1, rfd = -1;
-  uint64_t soff = 0, roff = 0;
-  assert_int_equal(collCudaDmaBufFd(src + OFF, n, &sfd, &soff), collSuccess);
-  assert_int_equal(collCudaDmaBufFd(dst + OFF, n, &rfd, &roff), collSuccess);
   void *smh = NULL, *rmh = NULL;
-  assert_int_equal(net->regMrDmaBuf(q.send, src + OFF, n, COLL_PTR_CUDA, soff, sfd, &smh), collSuccess);
-  assert_int_equal(net->regMrDmaBuf(q.recv, dst + OFF, n, COLL_PTR_CUDA, roff, rfd, &rmh), collSuccess);
-  /* the fds stay the caller's (still open: ib closed neither); closed now,
-   * the registrations hold */
-  assert_true(fcntl(sfd, F_GETFD) >= 0 && fcntl(rfd, F_GETFD) >= 0);
-  close(sfd), close(rfd);
+  regBoth(&q, src + OFF, dst + OFF, n, &smh, &rmh);
   ibFakeStats st0;
   ibFakeGetStats(&st0);
-  void *s = NULL, *r = NULL;
-  while (!r) assert_int_equal(net->irecv(q.recv, dst + OFF, n, 5, rmh, &r), collSuccess);
-  while (!s) assert_int_equal(net->isend(q.send, src + OFF, n, 5, smh, &s), collSuccess);
-  int sd = 0, rd = 0;
-  size_t got = 0;
-  for (int i = 0; i < 10000000 && (!sd || !rd); i++) {
-    if (!sd) assert_int_equal(net->test(s, &sd, NULL, NULL), collSuccess);
-    if (!rd) assert_int_equal(net->test(r, &rd, &got, NULL), collSuccess);
-  }
-  assert_true(sd && rd);
-  assert_int_equal(got, n);
+  transfer(&q, src + OFF, dst + OFF, n, smh, rmh);
   ibFakeStats st1;
   ibFakeGetStats(&st1);
   assert_int_equal(st1.regs, st0.regs); /* nothing registered behind our back */
@@ -208,12 +292,8 @@ static void gpuToGpu(size_t n) {
   cuCopy(back, dst, OFF + n);
   assert_memory_equal(back + OFF, pat, n);
   for (size_t i = 0; i < OFF; i++) assert_int_equal(back[i], 0xEE); /* nothing before the buffer */
-  assert_int_equal(net->deregMr(q.send, smh), collSuccess);
-  assert_int_equal(net->deregMr(q.recv, rmh), collSuccess);
-  netClosePair(net, &q);
-  stop();
+  unregBoth(&q, smh, rmh, src, dst);
   free(pat), free(back);
-  collDevFree(src), collDevFree(dst);
 }
 static void test_gpu_to_gpu(void** st) {
   (void)st;
@@ -346,7 +426,8 @@ static int childNoFlush(void) {
   setenv("FAKECUDA_MISSING", "cuFlushGPUDirectRDMAWrites", 1);
   if (collCudaLoad() != collSuccess || collCudaDmaBufSupported()) return 1;
   int x = 0;
-  if (collCudaFlushRdmaWrites(&x) != collInvalidUsage || !HAS(collGetLastError(NULL), "no dma-buf path")) {
+  collCudaRdmaFlush fl;
+  if (collCudaRdmaFlushOf(&x, &fl) != collInvalidUsage || !HAS(collGetLastError(NULL), "no dma-buf path")) {
     fprintf(stderr, "flush: %s\n", collGetLastError(NULL));
     return 2;
   }
@@ -356,26 +437,16 @@ static int childNoFlush(void) {
   return 0;
 }
 /* A GPU that orders NIC writes itself (ORDERING = OWNER): dma-buf, and
- * iflush of GPU memory calls no flush. */
+ * 5 receives into one registration make no flush and no driver query. */
 static int childOrdered(void) {
   setenv("FAKECUDA_RDMA_ORDERING", "100", 1);
   if (collCudaLoad() != collSuccess || !collCudaDmaBufSupported()) return 1;
-  char* d = devAlloc(N);
-  int fd = -1;
-  uint64_t off = 0;
-  if (collCudaDmaBufFd(d, N, &fd, &off) != collSuccess) return 2;
-  start(IBFAKE_DMABUF_SUPPORTED, 1);
-  netPair_t q;
-  netMakePair(net, &q);
-  void* mh = NULL;
-  if (net->regMrDmaBuf(q.recv, d, N, COLL_PTR_CUDA, off, fd, &mh) != collSuccess) return 3;
-  close(fd);
-  long f = iflushCount(q.recv, d, N, mh);
-  assert_int_equal(net->deregMr(q.recv, mh), collSuccess);
-  netClosePair(net, &q);
-  stop();
-  collDevFree(d);
-  return f == 0 ? 0 : 4;
+  long queries = -1, f = receiveRounds(5, N, &queries);
+  if (f != 0 || queries != 0) {
+    fprintf(stderr, "ordered GPU: %ld flushes, %ld driver queries after registering, want 0 and 0\n", f, queries);
+    return 2;
+  }
+  return 0;
 }
 #endif
 
@@ -439,6 +510,7 @@ int main(int argc, char** argv) {
 #ifdef COLL_HAVE_CUDA
       cmocka_unit_test(test_export),
       cmocka_unit_test(test_gpu_to_gpu),
+      cmocka_unit_test(test_iflush_asks_once),
       cmocka_unit_test(test_gpu_host_mismatch),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_driver_without_dmabuf),

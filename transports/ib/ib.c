@@ -172,8 +172,10 @@ static collResult_t ibDeregMr(void* comm, void* mhandle) {
   if (!c) return collSetError(collInvalidArgument, "ib deregMr: bad comm");
   collRegEntry* e = mhandle;
   if (e && (e->access & IB_REG_DMABUF)) { /* regMrDmaBuf's: not from a cache */
+    collIbDmaBufReg* g = (collIbDmaBufReg*)e;
     collIb.v->deregMr(e->handle);
-    free(e);
+    collCudaRdmaFlushRelease(&g->flush);
+    free(g);
     return collSuccess;
   }
   collRegCachePut(c->dev->hca->regDirect, mhandle);
@@ -182,9 +184,11 @@ static collResult_t ibDeregMr(void* comm, void* mhandle) {
 
 /* regMrDmaBuf: ibv_reg_dmabuf_mr(pd, offset, size, iova = data, fd) with
  * regMr's access, so the addresses the engine posts (data...) are the MR's.
- * The handle is a collRegEntry like regMr's (the data path reads its range
- * and keys), marked IB_REG_DMABUF. The fd stays the caller's: the kernel
- * keeps its own reference to the dma-buf for the MR's life. */
+ * The handle is a collIbDmaBufReg: a collRegEntry like regMr's (the data
+ * path reads its range and keys), marked IB_REG_DMABUF, and the GPU's flush
+ * target (collCudaRdmaFlushOf: asked of the driver here, once, not at every
+ * iflush). The fd stays the caller's: the kernel keeps its own reference to
+ * the dma-buf for the MR's life. */
 static collResult_t ibRegMrDmaBuf(void* comm, void* data, size_t size, int ptrType, uint64_t offset, int fd,
                                   void** mhandle) {
   collIbComm* c = dataComm(comm);
@@ -211,14 +215,21 @@ static collResult_t ibRegMrDmaBuf(void* comm, void* data, size_t size, int ptrTy
                         !collIb.v->regDmaBufMr ? "libibverbs has no ibv_reg_dmabuf_mr (rdma-core 34 or newer has it)"
                         : pe == ENOSYS ? "the kernel lacks dma-buf registration (ENOSYS)"
                                        : "its kernel driver does not take dma-bufs (EOPNOTSUPP)");
-  collRegEntry* e = calloc(1, sizeof *e);
-  if (!e) return collSetError(collSystemError, "ib regMrDmaBuf: out of memory");
+  collIbDmaBufReg* g = calloc(1, sizeof *g);
+  if (!g) return collSetError(collSystemError, "ib regMrDmaBuf: out of memory");
+  collResult_t fr = collCudaRdmaFlushOf(data, &g->flush);
+  if (fr != collSuccess) {
+    free(g);
+    return collSetError(fr, "ib regMrDmaBuf: [%p, +%zu) on %s: %s", data, size, c->dev->name, collLastErrorMessage());
+  }
+  collRegEntry* e = &g->e;
   errno = 0;
   struct ibv_mr* mr = collIb.v->regDmaBufMr(h->pd, offset, size, (uint64_t)(uintptr_t)data, fd,
                                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
   if (!mr) {
     int er = errno ? errno : EINVAL;
-    free(e);
+    collCudaRdmaFlushRelease(&g->flush);
+    free(g);
     return collSetError(er == EBADF ? collInvalidArgument : collSystemError,
                         "ib regMrDmaBuf: registering [%p, +%zu) (dma-buf fd %d, offset %llu) on %s failed: %s "
                         "(errno %d)%s", data, size, fd, (unsigned long long)offset, c->dev->name, strerror(er), er,
@@ -244,14 +255,15 @@ static collResult_t ibIput(void* sendComm, const void* data, size_t size, void* 
 
 /* iflush: host memory is visible once the completion arrived; GPU memory
  * (a regMrDmaBuf registration) is flushed at once through the CUDA driver
- * (device/dmabuf.h), so the request is always NULL (done). */
+ * as its registration says (device/dmabuf.h: nothing for a GPU that orders
+ * NIC writes itself), so the request is always NULL (done). */
 static collResult_t ibIflush(void* recvComm, void* data, size_t size, void* mhandle, void** request) {
-  (void)recvComm;
+  (void)recvComm, (void)data;
   if (!request) return collSetError(collInvalidArgument, "ib iflush: request is NULL");
   *request = NULL;
   const collRegEntry* e = mhandle;
   if (!e || !(e->access & IB_REG_DMABUF) || !size) return collSuccess;
-  return collCudaFlushRdmaWrites(data);
+  return collCudaRdmaFlushRun(&((const collIbDmaBufReg*)e)->flush);
 }
 
 /* getPollFd: drains events, arms the comm's CQ, and returns the process's

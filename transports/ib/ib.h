@@ -42,8 +42,10 @@
  *  - iflush: a no-op for host memory (visible once the completion arrived).
  *    For GPU memory (a regMrDmaBuf handle) a NIC's PCIe writes may not be
  *    visible to the GPU's kernels when the completion is: iflush calls
- *    cuFlushGPUDirectRDMAWrites (collCudaFlushRdmaWrites), skipped for a GPU
- *    that orders such writes itself, and a GPU that can do neither gets no
+ *    cuFlushGPUDirectRDMAWrites (collCudaRdmaFlushRun), skipped for a GPU
+ *    that orders such writes itself (the device, its context and whether it
+ *    needs the flush are asked of the driver once, at regMrDmaBuf, and kept
+ *    in the registration), and a GPU that can do neither gets no
  *    dma-buf path (staged). NCCL does the same, or an RDMA read of one byte
  *    through a loopback QP. Tested on the fake driver and fake HCA only. */
 extern const collNet_t collNetIb;

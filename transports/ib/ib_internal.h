@@ -58,6 +58,7 @@
 #include <stdint.h>
 
 #include "coll_net.h"
+#include "device/dmabuf.h"
 #include "engine/regcache.h"
 #include "ib_verbs.h"
 #include "misc/socket.h"
@@ -194,6 +195,14 @@ typedef struct collIbHca {
 /* Access bit of a collRegEntry that regMrDmaBuf made (not from a cache):
  * deregMr releases it itself. No ibv_access_flags bit is this high. */
 #define IB_REG_DMABUF (1 << 30)
+
+/* What regMrDmaBuf returns: the registration (first, so the data path reads
+ * it as any collRegEntry) and how iflush makes the NIC's writes into it
+ * visible to the GPU, decided once when it was registered. */
+typedef struct {
+  collRegEntry e; /* access has IB_REG_DMABUF */
+  collCudaRdmaFlush flush;
+} collIbDmaBufReg;
 
 typedef struct collIbDev {
   collIbHca* hca;
