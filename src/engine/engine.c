@@ -516,7 +516,8 @@ static inline __attribute__((always_inline)) collResult_t collRunCollective(coll
   int zc = host && collZeroCopyWanted(comm, op); /* every rank's buffers collMemAlloc memory? */
   int cg = host && !zc && collCmaGatherWanted(comm, op); /* all-gather read by single copy */
   int staged = wide || (op->op == collAvg && collHalfReducing(op));
-  if (!zc && !cg && comm->nranks == 1 && !staged && collObsSolo(comm, op))
+  /* zc and cg are 0 here: neither is wanted by a one-rank communicator */
+  if (comm->nranks == 1 && !staged && collObsSolo(comm, op))
     return collRunSched(comm, op, NULL, tag, &sig); /* counted (obs.h) */
   collObsOpBegin(comm, op);
   if (zc) { /* read the peers' buffers in place; ran 0: some rank's were not such memory */
