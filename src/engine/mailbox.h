@@ -66,14 +66,12 @@ size_t collMailboxSlotBytes(collComm_t comm);
  * publishes this rank's tag for its collective call number seq, so peers
  * waiting in the mailbox see a mismatched call at once. */
 void collMailboxAnnounce(collComm_t comm, uint32_t seq, uint64_t tag);
-/* 1 when peer marked itself failed in the mailbox (a rank waiting for it
- * to connect stops waiting). 0 without a mailbox. */
-int collMailboxPeerFailed(collComm_t comm, int peer);
 /* Marks this rank failed in the mailbox and wakes its peers, so ranks
  * waiting on it fail at once. Safe to call with no mailbox. */
 void collMailboxMarkFailed(collComm_t comm);
 /* 1 if peer marked itself failed (or destroyed its communicator) in the
- * mailbox; 0 if not or without a mailbox. Never blocks. */
+ * mailbox, so a rank waiting for it (to connect, for a call) stops waiting;
+ * 0 if not or without a mailbox. Never blocks. */
 int collMailboxPeerFailed(collComm_t comm, int peer);
 /* 1 if peer's communicator failed with an error of its own (not a destroy
  * or abort); 0 if not or without a mailbox. Never blocks. */
