@@ -306,10 +306,32 @@ static collResult_t collDevFail(collComm_t comm, collResult_t r) {
   return collEngineFail(comm, r);
 }
 
+/* Pitches a 2-D copy may have (CU_DEVICE_ATTRIBUTE_MAX_PITCH: 2^31 - 1 on
+ * the GPUs CUDA 12 supports); a longer stride takes one copy per segment. */
+#define COLL_DEV_MAX_PITCH ((size_t)0x7fffffff)
+
 /* Copies nseg segments of bytes each on coll's copy stream: segment i from
- * src + i * srcStride to dst + i * dstStride. */
+ * src + i * srcStride to dst + i * dstStride. Several segments are one
+ * cuMemcpy2DAsync (rows of bytes at the two pitches; unified addresses, so
+ * either side may be device or pinned host memory) where the driver has it
+ * and the strides fit its pitch limit, else one cuMemcpyAsync each. */
 static collResult_t collDevCopySegs(struct collDevComm* d, char* dst, size_t dstStride, const char* src,
                                     size_t srcStride, size_t nseg, size_t bytes, const char* what) {
+  if (nseg > 1 && bytes && COLL_CU(cuMemcpy2DAsync) && srcStride <= COLL_DEV_MAX_PITCH &&
+      dstStride <= COLL_DEV_MAX_PITCH) {
+    CUDA_MEMCPY2D c;
+    memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+    c.srcDevice = (CUdeviceptr)(uintptr_t)src;
+    c.srcPitch = srcStride;
+    c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+    c.dstDevice = (CUdeviceptr)(uintptr_t)dst;
+    c.dstPitch = dstStride;
+    c.WidthInBytes = bytes;
+    c.Height = nseg;
+    CUresult cr = COLL_CU(cuMemcpy2DAsync)(&c, d->copy);
+    return cr == CUDA_SUCCESS ? collSuccess : collCudaError(cr, what);
+  }
   collResult_t r = collSuccess;
   for (size_t i = 0; i < nseg && r == collSuccess; i++)
     r = collDevCopy(d, dst + i * dstStride, src + i * srcStride, bytes, what);

@@ -90,8 +90,11 @@ int collCudaDriverVersion(void);
  * their pointer in the table stays NULL (callers check it first).
  * cuMemGetHandleForAddressRange (CUDA 11.7+): dma-buf export (dmabuf.h);
  * cuFlushGPUDirectRDMAWrites (CUDA 11.3+): makes a NIC's writes into GPU
- * memory visible to the GPU (dmabuf.h). */
-#define COLL_CUDA_OPTIONAL_SYMBOLS(X) X(cuMemGetHandleForAddressRange) X(cuFlushGPUDirectRDMAWrites)
+ * memory visible to the GPU (dmabuf.h); cuMemcpy2DAsync: evenly strided
+ * segments in one copy (core/devcall.c; without it one cuMemcpyAsync per
+ * segment). */
+#define COLL_CUDA_OPTIONAL_SYMBOLS(X) \
+  X(cuMemGetHandleForAddressRange) X(cuFlushGPUDirectRDMAWrites) X(cuMemcpy2DAsync)
 
 #define COLL_CUDA_PFN(name) __typeof__(name)* pfn_##name;
 typedef struct {

@@ -14,10 +14,16 @@
  * FAKECUDA_PINNED_KB=1024 KiB of pinned memory (the .cmake): the pipeline
  * needs 2 slots x (n + 1) x 64 KiB (640 KiB on 4 ranks), staging a call whole
  * needs (n + 1) x 1 MiB or more, so a call staged whole fails.
+ * On the fake driver each call's copies are counted (fakecudaCalls): a
+ * piece's n segments (all-gather's output, reduce-scatter's input) are one
+ * cuMemcpy2DAsync, its other side one cuMemcpyAsync; with
+ * FAKECUDA_MISSING=cuMemcpy2DAsync (procs3_no2d) every segment is a
+ * cuMemcpyAsync of its own, with the same results.
  *
  * Usage: case_i16_device_pipe [NRANKS] (2 by default). Without a usable
  * CUDA driver (COLL_CUDA_LIBRARY) it skips (77).
  */
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,9 +64,28 @@ static double expected(int isAg, collRedOp_t op, int rank, int nranks, size_t i)
   return v;
 }
 
+/* The fake driver's count of calls of an entry point (fakecudaCalls), or
+ * NULL on another driver. */
+static long (*fakeCalls)(const char*);
+
+/* The copy calls one device call should make (fake driver): pieces of
+ * COLL_CUDA_STAGE_CHUNK bytes, each one copy of its one-segment side and one
+ * 2-D copy of its n segments (n copies without cuMemcpy2DAsync; one copy
+ * on one rank). */
+static void wantCopies(size_t count, size_t es, int n, long* copies, long* copies2d) {
+  size_t pe = (size_t)atol(getenv("COLL_CUDA_STAGE_CHUNK")) / es, pieces = (count + pe - 1) / pe;
+  const char* miss = getenv("FAKECUDA_MISSING");
+  int two = n > 1 && !(miss && strcmp(miss, "cuMemcpy2DAsync") == 0);
+  *copies2d = two ? (long)pieces : 0;
+  *copies = (long)pieces * (two ? 1 : 1 + n);
+}
+
 static int body(collComm_t comm, int rank, int n, void* arg) {
   (void)arg;
   if (!devSetup(0)) return 1;
+  const char* lib = getenv("COLL_CUDA_LIBRARY");
+  void* fk = lib && getenv("COLL_CUDA_STAGE_CHUNK") ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
+  if (fk) *(void**)&fakeCalls = dlsym(fk, "fakecudaCalls");
   collCommSetTimeout(comm, 60);
   CUstream us = devStream();
   collStream_t cs;
@@ -98,11 +123,22 @@ static int body(collComm_t comm, int rank, int n, void* arg) {
         return fails + 1;
       }
       collStream_t st = ip ? cs : NULL;
+      long c1 = fakeCalls ? fakeCalls("cuMemcpyAsync") : 0, c2 = fakeCalls ? fakeCalls("cuMemcpy2DAsync") : 0;
       r = ag ? collAllGather(dsend, drecv, COUNT, t, comm, st)
              : collReduceScatter(dsend, drecv, COUNT, t, calls[c].op, comm, st);
       ncalls++;
       if (r == collSuccess && st && COLL_CU(cuStreamSynchronize)(us) != CUDA_SUCCESS) r = collSystemError;
       if (r == collSuccess && st) r = collStreamQuery(cs);
+      if (r == collSuccess && fakeCalls) {
+        long w1 = 0, w2 = 0;
+        wantCopies(COUNT, es, n, &w1, &w2);
+        c1 = fakeCalls("cuMemcpyAsync") - c1, c2 = fakeCalls("cuMemcpy2DAsync") - c2;
+        if (c1 != w1 || c2 != w2) {
+          fprintf(stderr, "rank %d: call %d %s: %ld cuMemcpyAsync and %ld cuMemcpy2DAsync, expected %ld and %ld\n",
+                  rank, c, ip ? "in place" : "out of place", c1, c2, w1, w2);
+          fails++;
+        }
+      }
       if (r != collSuccess) {
         fprintf(stderr, "rank %d: device %s type %d %s: %s\n", rank, ag ? "allgather" : "reducescatter", (int)t,
                 ip ? "in place" : "out of place", collGetLastError(NULL));
@@ -139,6 +175,7 @@ static int body(collComm_t comm, int rank, int n, void* arg) {
   collDevFree(dr);
   COLL_CU(cuStreamDestroy)(us);
   free(hs), free(hr), free(out);
+  if (fk) dlclose(fk);
   return fails;
 }
 

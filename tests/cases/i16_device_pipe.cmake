@@ -11,3 +11,7 @@ foreach(_n 3 4)
   set_tests_properties(cases.${name}.procs${_n} PROPERTIES TIMEOUT 300 LABELS cases SKIP_RETURN_CODE 77
                        ENVIRONMENT "${_i16pp_env}")
 endforeach()
+# procs3_no2d: a driver without cuMemcpy2DAsync (optional): one copy per segment
+add_test(NAME cases.${name}.procs3_no2d COMMAND case_${name} 3)
+set_tests_properties(cases.${name}.procs3_no2d PROPERTIES TIMEOUT 300 LABELS cases SKIP_RETURN_CODE 77
+                     ENVIRONMENT "${_i16pp_env};FAKECUDA_MISSING=cuMemcpy2DAsync")

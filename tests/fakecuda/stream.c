@@ -439,6 +439,43 @@ CUresult fk_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h
   return fkCopyEnqueue("cuMemcpyAsync", dst, src, n, s, NULL);
 }
 
+/* The address a 2-D copy's side names: host, device or unified memory
+ * (arrays are not modelled); 0 for another memory type. */
+static uintptr_t fk2dSide(CUmemorytype t, const void* host, CUdeviceptr dev) {
+  if (t == CU_MEMORYTYPE_HOST) return (uintptr_t)host;
+  return t == CU_MEMORYTYPE_DEVICE || t == CU_MEMORYTYPE_UNIFIED ? (uintptr_t)dev : 0;
+}
+
+/* Height rows of WidthInBytes, row i from the source + i * srcPitch to the
+ * destination + i * dstPitch (after the X/Y offsets), each row a copy of its
+ * own on the stream, in order. As the driver: the width at most either
+ * pitch, no pitch above CU_DEVICE_ATTRIBUTE_MAX_PITCH (2^31 - 1); every row
+ * is checked before any is enqueued. */
+CUresult fk_cuMemcpy2DAsync(const CUDA_MEMCPY2D* c, CUstream h) {
+  FK_ENTER("cuMemcpy2DAsync");
+  if (!c) return CUDA_ERROR_INVALID_VALUE;
+  CUresult err;
+  fkStream* s = fkStreamOf(h, &err);
+  if (!s) return err;
+  uintptr_t src = fk2dSide(c->srcMemoryType, c->srcHost, c->srcDevice);
+  uintptr_t dst = fk2dSide(c->dstMemoryType, c->dstHost, c->dstDevice);
+  size_t w = c->WidthInBytes, maxPitch = 0x7fffffff;
+  if (!src || !dst || w > c->srcPitch || w > c->dstPitch || c->srcPitch > maxPitch || c->dstPitch > maxPitch)
+    return fkFail(CUDA_ERROR_INVALID_VALUE, "cuMemcpy2DAsync: memory types %d/%d, width %zu, pitches %zu/%zu",
+                  (int)c->srcMemoryType, (int)c->dstMemoryType, w, c->srcPitch, c->dstPitch);
+  src += c->srcXInBytes + c->srcY * c->srcPitch;
+  dst += c->dstXInBytes + c->dstY * c->dstPitch;
+  for (size_t i = 0; i < c->Height && w; i++)
+    if ((err = fkCheckRange(dst + i * c->dstPitch, w, 0, "cuMemcpy2DAsync")) != CUDA_SUCCESS ||
+        (err = fkCheckRange(src + i * c->srcPitch, w, 0, "cuMemcpy2DAsync")) != CUDA_SUCCESS)
+      return err;
+  for (size_t i = 0; i < c->Height; i++)
+    if ((err = fkCopyEnqueue("cuMemcpy2DAsync", dst + i * c->dstPitch, src + i * c->srcPitch, w, s, NULL)) !=
+        CUDA_SUCCESS)
+      return err;
+  return CUDA_SUCCESS;
+}
+
 CUresult fk_cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
   FK_ENTER("cuMemcpy");
   CUresult err;

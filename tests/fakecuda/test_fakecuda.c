@@ -8,7 +8,9 @@
  * past an allocation and host memory where device memory is needed are
  * refused; a kernel's grid runs as on a GPU; VMM memory exported as a file
  * descriptor is shared with another process; FAKECUDA_FAIL fails exactly
- * the k-th call, and fakecudaCalls counts every call of an entry point.
+ * the k-th call, and fakecudaCalls counts every call of an entry point;
+ * cuMemcpy2DAsync copies rows at their pitches and refuses what the driver
+ * does.
  * Each scenario runs in a fresh child (the fake reads its
  * environment once per process).
  */
@@ -224,6 +226,48 @@ static void test_memory(void** st) {
   (void)st;
   runChild(childMemory, NULL, NULL);
 }
+
+/* cuMemcpy2DAsync: 3 rows of 5 bytes from device memory at pitch 8 into
+ * host memory at pitch 6 (unified addresses), the bytes between the rows
+ * untouched; a width above a pitch, a pitch above 2^31 - 1 and a row that
+ * starts in the allocation and runs past its end are refused, nothing
+ * copied. */
+static void childCopy2d(void) {
+  unsigned char src[24], dst[32];
+  for (int i = 0; i < 24; i++) src[i] = (unsigned char)(i + 1);
+  memset(dst, 0xee, sizeof dst);
+  CUdeviceptr d = 0;
+  CHECK(CU(cuMemAlloc)(&d, sizeof src) == CUDA_SUCCESS, "alloc");
+  CU(cuMemcpy)(d, (CUdeviceptr)(uintptr_t)src, sizeof src);
+  CUDA_MEMCPY2D c;
+  memset(&c, 0, sizeof c);
+  c.srcMemoryType = c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+  c.srcDevice = d, c.srcPitch = 8;
+  c.dstDevice = (CUdeviceptr)(uintptr_t)dst, c.dstPitch = 6;
+  c.WidthInBytes = 5, c.Height = 3;
+  CHECK(CU(cuMemcpy2DAsync)(&c, NULL) == CUDA_SUCCESS, "2-D copy");
+  CHECK(CU(cuStreamSynchronize)(NULL) == CUDA_SUCCESS, "sync");
+  int bad = 0;
+  for (int r = 0; r < 3; r++)
+    for (int i = 0; i < 6; i++) bad += dst[r * 6 + i] != (i < 5 ? src[r * 8 + i] : 0xee);
+  CHECK(bad == 0, "%d bytes wrong after the 2-D copy", bad);
+  memset(dst, 0xee, sizeof dst);
+  c.WidthInBytes = 7;
+  CHECK(CU(cuMemcpy2DAsync)(&c, NULL) == CUDA_ERROR_INVALID_VALUE, "width 7 above pitch 6");
+  c.WidthInBytes = 5, c.srcPitch = (size_t)1 << 31;
+  CHECK(CU(cuMemcpy2DAsync)(&c, NULL) == CUDA_ERROR_INVALID_VALUE, "pitch 2^31");
+  c.srcPitch = c.dstPitch = 8, c.srcXInBytes = 1, c.WidthInBytes = 8; /* row 2 runs past the 24-byte allocation */
+  CHECK(CU(cuMemcpy2DAsync)(&c, NULL) == CUDA_ERROR_INVALID_VALUE, "a row past the allocation");
+  CHECK(CU(cuStreamSynchronize)(NULL) == CUDA_SUCCESS, "sync");
+  bad = 0;
+  for (int i = 0; i < 32; i++) bad += dst[i] != 0xee;
+  CHECK(bad == 0, "%d bytes written by refused 2-D copies", bad);
+  CU(cuMemFree)(d);
+}
+static void test_copy2d(void** st) {
+  (void)st;
+  runChild(childCopy2d, NULL, NULL);
+}
 /* The fake's count of calls of entry point name (fakecudaCalls). */
 static long fakeCalls(const char* name) {
   void* h = dlopen(COLL_FAKECUDA, RTLD_NOW | RTLD_NOLOAD);
@@ -411,7 +455,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_order),   cmocka_unit_test(test_wait_value), cmocka_unit_test(test_no_memops),
       cmocka_unit_test(test_memory),  cmocka_unit_test(test_fail_kth),   cmocka_unit_test(test_grid),
-      cmocka_unit_test(test_vmm_processes),
+      cmocka_unit_test(test_vmm_processes), cmocka_unit_test(test_copy2d),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
