@@ -157,20 +157,28 @@ static void zcStore(char* dst, const char* src, size_t bytes, int stream) {
 }
 
 /* out[0..count) = in[0] op in[1] op ... op in[n-1], each in[r] from byte
- * offset off, chunk by chunk through an accumulator (out may be one of the
- * inputs: in place). wide: float16/bfloat16 in float32, rounded once;
+ * offset off (out may be one of the inputs: in place): in one pass by the
+ * type's n-input kernel (reduce_many.c); float16/bfloat16 chunk by chunk
+ * through an accumulator. wide: float16/bfloat16 in float32, rounded once;
  * preMul: native float16/bfloat16 average (inputs times 1/n first). */
 static void zcReduce(const collOp* op, int wide, int preMul, int n, const char* const* in, size_t off,
                      char* const* out, int nout, size_t count) {
   size_t es = collTypeSize(op->dtype);
-  size_t k = ZC_CHUNK_BYTES / (wide ? sizeof(float) : es);
-  _Alignas(64) char acc[ZC_CHUNK_BYTES], x[ZC_CHUNK_BYTES];
-  collReduceFn fn = collReduceGetFn(wide ? collFloat32 : op->dtype, op->op);
   int stream[COLL_ZC_MAX_RANKS]; /* 0: out[o] is an input (in place) */
   for (int o = 0; o < nout; o++) {
     stream[o] = 1;
     for (int r = 0; r < n; r++) stream[o] &= out[o] != in[r] + off;
   }
+  collReduceManyFn many = collReduceGetManyFn(op->dtype, op->op);
+  if (many) {
+    const char* at[COLL_ZC_MAX_RANKS];
+    for (int r = 0; r < n; r++) at[r] = in[r] + off;
+    many(out, stream, nout, at, n, count, op->op == collAvg ? n : 1);
+    return;
+  }
+  size_t k = ZC_CHUNK_BYTES / (wide ? sizeof(float) : es);
+  _Alignas(64) char acc[ZC_CHUNK_BYTES], x[ZC_CHUNK_BYTES];
+  collReduceFn fn = collReduceGetFn(wide ? collFloat32 : op->dtype, op->op);
   for (size_t i = 0; i < count; i += k) {
     size_t m = count - i < k ? count - i : k, at = off + i * es;
     if (wide) {
