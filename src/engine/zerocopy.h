@@ -12,7 +12,10 @@
  *      that they are elsewhere; if any rank's are elsewhere, every rank
  *      returns *ran = 0 and the call takes its usual path;
  *   2. every rank maps the peers' allocations (read-write, cached) and
- *      publishes whether it could; if any rank could not, the same fallback;
+ *      publishes whether it could; if any rank could not, the same fallback.
+ *      Skipped when every rank's allocations are among those of the last
+ *      call that every rank mapped (the same buffers again, or swapped, or
+ *      elsewhere in them: every rank decides the same from round 1);
  *   3. the result is cut into pieces of 256 KiB (reduce-scatter: of every
  *      rank's block); the ranks claim pieces from a counter in the mailbox
  *      segment until none is left, so a rank the scheduler delays does less
