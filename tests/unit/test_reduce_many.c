@@ -61,7 +61,7 @@ static void fillElem(char* p, collDataType_t t, int specials, uint64_t* s) {
 }
 
 static void checkOne(collDataType_t t, collRedOp_t op, int n, size_t count, size_t skew, int inPlace) {
-  size_t es = collTypeSize(t), bytes = (count + GUARD) * es + 64;
+  size_t es = collTypeSize(t), bytes = ((count + GUARD) * es + 64 + 63) / 64 * 64; /* aligned_alloc: a multiple of 64 */
   collReduceManyFn many = collReduceGetManyFn(t, op);
   collReduceFn two = collReduceGetFn(t, op);
   assert_non_null(many);
