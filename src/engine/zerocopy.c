@@ -48,6 +48,10 @@ typedef struct {
 
 struct collZeroCopy {
   zcMap* maps; /* [nranks][ZC_MAPS_PER_PEER] */
+  /* [nranks][2]: the allocation ids of every rank's send and receive buffer
+   * in the last call that every rank mapped (0: none). The same on every
+   * rank; a call whose allocations are all among them skips round 2. */
+  uint64_t* known;
   uint64_t clock;
   uint64_t claimBase; /* the work counter's value where this call's claims start */
 };
@@ -65,7 +69,12 @@ int collZeroCopyWanted(collComm_t comm, const collOp* op) {
   return collTunerZeroCopy(comm, op->fn, bytes, op->algo);
 }
 
+static void zcForget(struct collZeroCopy* z, int nranks) {
+  memset(z->known, 0, sizeof(uint64_t) * 2 * (size_t)nranks);
+}
+
 static void zcUnmapAll(struct collZeroCopy* z, int nranks) {
+  zcForget(z, nranks);
   for (int i = 0; z->maps && i < nranks * ZC_MAPS_PER_PEER; i++)
     if (z->maps[i].id) {
       munmap(z->maps[i].base, z->maps[i].bytes);
@@ -78,6 +87,7 @@ void collZeroCopyFree(collComm_t comm) {
   if (!z) return;
   zcUnmapAll(z, comm->nranks);
   free(z->maps);
+  free(z->known);
   free(z);
   comm->zc = NULL;
 }
@@ -157,20 +167,28 @@ static void zcStore(char* dst, const char* src, size_t bytes, int stream) {
 }
 
 /* out[0..count) = in[0] op in[1] op ... op in[n-1], each in[r] from byte
- * offset off, chunk by chunk through an accumulator (out may be one of the
- * inputs: in place). wide: float16/bfloat16 in float32, rounded once;
+ * offset off (out may be one of the inputs: in place): in one pass by the
+ * type's n-input kernel (reduce_many.c); float16/bfloat16 chunk by chunk
+ * through an accumulator. wide: float16/bfloat16 in float32, rounded once;
  * preMul: native float16/bfloat16 average (inputs times 1/n first). */
 static void zcReduce(const collOp* op, int wide, int preMul, int n, const char* const* in, size_t off,
                      char* const* out, int nout, size_t count) {
   size_t es = collTypeSize(op->dtype);
-  size_t k = ZC_CHUNK_BYTES / (wide ? sizeof(float) : es);
-  _Alignas(64) char acc[ZC_CHUNK_BYTES], x[ZC_CHUNK_BYTES];
-  collReduceFn fn = collReduceGetFn(wide ? collFloat32 : op->dtype, op->op);
   int stream[COLL_ZC_MAX_RANKS]; /* 0: out[o] is an input (in place) */
   for (int o = 0; o < nout; o++) {
     stream[o] = 1;
     for (int r = 0; r < n; r++) stream[o] &= out[o] != in[r] + off;
   }
+  collReduceManyFn many = collReduceGetManyFn(op->dtype, op->op);
+  if (many) {
+    const char* at[COLL_ZC_MAX_RANKS];
+    for (int r = 0; r < n; r++) at[r] = in[r] + off;
+    many(out, stream, nout, at, n, count, op->op == collAvg ? n : 1);
+    return;
+  }
+  size_t k = ZC_CHUNK_BYTES / (wide ? sizeof(float) : es);
+  _Alignas(64) char acc[ZC_CHUNK_BYTES], x[ZC_CHUNK_BYTES];
+  collReduceFn fn = collReduceGetFn(wide ? collFloat32 : op->dtype, op->op);
   for (size_t i = 0; i < count; i += k) {
     size_t m = count - i < k ? count - i : k, at = off + i * es;
     if (wide) {
@@ -210,7 +228,9 @@ collResult_t collZeroCopyRun(collComm_t comm, const collOp* op, uint64_t tag, co
   if (!comm->zc) {
     struct collZeroCopy* z = calloc(1, sizeof *z);
     if (z) z->maps = calloc((size_t)n * ZC_MAPS_PER_PEER, sizeof(zcMap));
-    if (!z || !z->maps) {
+    if (z) z->known = calloc((size_t)n * 2, sizeof(uint64_t));
+    if (!z || !z->maps || !z->known) {
+      if (z) free(z->maps);
       free(z);
       return collEngineFail(comm, collSetError(collSystemError, "zerocopy: out of memory"));
     }
@@ -238,7 +258,19 @@ collResult_t collZeroCopyRun(collComm_t comm, const collOp* op, uint64_t tag, co
     allOk &= all[q].ok == 1;
   }
   if (!allOk) goto fallback;
-  /* round 2: every rank could map the others' allocations */
+  /* round 2: every rank could map the others' allocations; skipped when
+   * every rank's allocations were mapped by all in the last call that ran
+   * (known: each rank decides the same from the same descriptors), whose
+   * mappings are the most recently used ones and still there. With more
+   * ranks than cores a round costs a wake-up of every descheduled rank:
+   * 3-8 ms of a 10-40 ms call of 64 MiB, 4 ranks on this 2-core VM under load. */
+  uint64_t* known = comm->zc->known;
+  int cached = 1;
+  for (int q = 0; q < n; q++)
+    for (int b = 0; b < 2; b++) {
+      uint64_t id = b ? all[q].recv.id : all[q].send.id;
+      cached &= id != 0 && (id == known[2 * q] || id == known[2 * q + 1]);
+    }
   char why[200] = "";
   int32_t mapped = 1;
   for (int q = 0; q < n && mapped; q++) {
@@ -251,11 +283,22 @@ collResult_t collZeroCopyRun(collComm_t comm, const collOp* op, uint64_t tag, co
     res[q] = in[q] ? zcPeerPtr(comm, q, &all[q].recv, why, sizeof why) : NULL;
     mapped = in[q] && res[q];
   }
-  if ((r = collMailboxRound(comm, &mapped, sizeof mapped, tag, sig)) != collSuccess) goto fail;
-  for (int q = 0; q < n; q++) allOk &= *(const int32_t*)collMailboxPeerData(comm, q) == 1;
-  if (!allOk) {
-    if (why[0]) COLL_INFO(COLL_SUB_COLL, "rank %d: zerocopy: %s; the call takes its usual path", me, why);
-    goto fallback;
+  if (cached && !mapped) { /* a known allocation is mapped: cannot happen */
+    r = collSetError(collInternalError, "rank %d: zerocopy: %s (an allocation every rank had mapped)", me, why);
+    goto fail;
+  }
+  if (!cached) {
+    if ((r = collMailboxRound(comm, &mapped, sizeof mapped, tag, sig)) != collSuccess) goto fail;
+    for (int q = 0; q < n; q++) allOk &= *(const int32_t*)collMailboxPeerData(comm, q) == 1;
+    if (!allOk) {
+      if (why[0]) COLL_INFO(COLL_SUB_COLL, "rank %d: zerocopy: %s; the call takes its usual path", me, why);
+      zcForget(comm->zc, n); /* the new mappings may have evicted known ones */
+      goto fallback;
+    }
+    for (int q = 0; q < n; q++) {
+      known[2 * q] = all[q].send.id;
+      known[2 * q + 1] = all[q].recv.id;
+    }
   }
   /* 3: pieces of the result claimed from the node's work counter, by
    * whichever rank runs: each is reduced from every input and stored into

@@ -12,7 +12,10 @@
  *      that they are elsewhere; if any rank's are elsewhere, every rank
  *      returns *ran = 0 and the call takes its usual path;
  *   2. every rank maps the peers' allocations (read-write, cached) and
- *      publishes whether it could; if any rank could not, the same fallback;
+ *      publishes whether it could; if any rank could not, the same fallback.
+ *      Skipped when every rank's allocations are among those of the last
+ *      call that every rank mapped (the same buffers again, or swapped, or
+ *      elsewhere in them: every rank decides the same from round 1);
  *   3. the result is cut into pieces of 256 KiB (reduce-scatter: of every
  *      rank's block); the ranks claim pieces from a counter in the mailbox
  *      segment until none is left, so a rank the scheduler delays does less
@@ -20,9 +23,10 @@
  *      every rank's input in rank order (x_0 op x_1 op ... op x_{n-1}: the
  *      bits of the direct algorithm on one channel and of the mailbox;
  *      float16/bfloat16 sum, prod and avg accumulate in float32 and round
- *      once, native ones pre-multiply the average), 16 KiB at a time in an
- *      accumulator, and stored (streaming stores) into every rank's receive
- *      buffer (reduce-scatter: its owner's); then a last round: every piece
+ *      once, native ones pre-multiply the average: those 16 KiB at a time
+ *      in an accumulator; every other type a line at a time in registers,
+ *      collReduceManyFn), and stored (streaming stores) into every rank's
+ *      receive buffer (reduce-scatter: its owner's); then a last round: every piece
  *      is done. Each rank's memory traffic is its share of n reads and n
  *      writes per result byte, nothing staged.
  * No rank writes what another still reads: a piece's inputs are read by

@@ -24,6 +24,22 @@ const char* collOpName(collRedOp_t op); /* "sum", ... */
 /* Kernel for (type, op); avg maps to sum. NULL for invalid type/op. */
 collReduceFn collReduceGetFn(collDataType_t t, collRedOp_t op);
 
+/* out[o][i] = in[0][i] op in[1][i] op ... op in[n-1][i] for i < count
+ * and every o < nout, in rank order (the bits of collReduceFn applied
+ * pairwise: ((in[0] op in[1]) op in[2]) ...); avgDiv > 1 then divides each
+ * result by avgDiv as collReduceAvgFinish does (pass 1 for no division).
+ * n >= 2. An output may be one of the inputs exactly (in place: each
+ * element is read before it is written); other overlaps are not allowed.
+ * stream[o] != 0: out[o] is written with streaming stores where it is
+ * 16-byte aligned (no read for ownership; the caller fences before
+ * publishing), so set it only for outputs that are not inputs. */
+typedef void (*collReduceManyFn)(char* const* out, const int* stream, int nout, const char* const* in, int n,
+                                 size_t count, int avgDiv);
+/* The n-input kernel of (type, op), avg -> sum; NULL for float16/bfloat16
+ * (the engine reduces those through float32 working copies) and for an
+ * invalid type or op. */
+collReduceManyFn collReduceGetManyFn(collDataType_t t, collRedOp_t op);
+
 /* buf[i] = buf[i] / nranks for i < n (integers truncate toward zero like
  * NCCL; float16/bfloat16 via float32, rounded to nearest even). */
 void collReduceAvgFinish(void* buf, size_t n, collDataType_t t, int nranks);

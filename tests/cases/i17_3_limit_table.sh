@@ -6,7 +6,9 @@
 # before/after lines). Input: membw at 128, 256 and 512 MiB (512 MiB faster
 # than 256: not monotonic), coll's all-reduce and all-gather on 2 ranks at
 # 16 and 64 MiB. Checks the exact limits and fractions, and that 16 MiB (data
-# below every measured set) has none. Instant.
+# below every measured set) has none; and that benchmarks/compare/limit.py
+# (zerocopy_bench.sh's bound column) prints the same limits and the
+# working sets membw must measure. Instant.
 set -u -o pipefail
 SRC=${2:?usage: $0 BUILD_DIR SOURCE_DIR}
 . "$SRC/tests/fixtures/compare_rows.sh" # $T, row
@@ -43,5 +45,15 @@ want "| 64 MiB | 4.00 (8389) | – |  | 40% (10.00) |"
 # 16 MiB: node data 32..64 MiB, below every measured set: no limit
 [ "$(grep -c '^| 16 MiB | .* |  |  |$' "$T/t.md")" = 4 ] || bad "16 MiB rows with a limit: $(grep '^| 16 MiB' "$T/t.md" | tr '\n' '/')"
 grep -q 'copy GB/s 128 MiB: 10.00 / 16.00, 256 MiB: 8.00 / 12.00, 512 MiB: 9.50 / 20.00 (threads 1 / 2;' "$T/t.md" || bad "rates line: $(grep -o 'copy GB/s.\{0,80\}' "$T/t.md")"
-[ "$FAILS" = 0 ] && echo "all passed: limits 9.50 / 10.00 / 6.67 / 10.00 GB/s"
+# limit.py (zerocopy_bench.sh's bound): the same limits from the same membw.txt
+L="$SRC/benchmarks/compare/limit.py"
+[ "$(python3 "$L" bound "$T" allreduce 2 0 67108864)" = 9.50 ] || bad "limit.py bound allreduce oop: $(python3 "$L" bound "$T" allreduce 2 0 67108864 2>&1)"
+[ "$(python3 "$L" bound "$T" allreduce 2 1 67108864)" = 10.00 ] || bad "limit.py bound allreduce ip: $(python3 "$L" bound "$T" allreduce 2 1 67108864 2>&1)"
+[ "$(python3 "$L" bound "$T" allreduce 2 0 16777216)" = - ] || bad "limit.py bound at 16 MiB: $(python3 "$L" bound "$T" allreduce 2 0 16777216 2>&1)"
+# reduce-scatter 4 ranks out of place: data 4 x (64 + 16) = 320 MiB -> rates from 256 MiB up, 9.5 / 20:
+# 1.25 x max(1/19, 4/40) s/GB, busbw factor 0.75 -> 6.00
+[ "$(python3 "$L" bound "$T" reducescatter 4 0 67108864)" = 6.00 ] || bad "limit.py bound reducescatter np 4: $(python3 "$L" bound "$T" reducescatter 4 0 67108864 2>&1)"
+# the node's data of every cell at 64 MiB on 2 and 4 ranks (MiB)
+[ "$(python3 "$L" sets 67108864 "2 4")" = 128,192,256,320,512 ] || bad "limit.py sets: $(python3 "$L" sets 67108864 "2 4" 2>&1)"
+[ "$FAILS" = 0 ] && echo "all passed: limits 9.50 / 10.00 / 6.67 / 10.00 GB/s, limit.py 9.50 / 10.00 / - / 6.00"
 exit $((FAILS > 0))

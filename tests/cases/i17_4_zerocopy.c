@@ -23,6 +23,9 @@
  * float16/bfloat16 in float32). Then the same with rank 0's buffers
  * malloc'd: every rank falls back (counters: no new zerocopy call), same
  * bits.
+ *
+ * `reuse` (bodyReuse): buffers used again, swapped, at offsets, new, freed
+ * and allocated again, after a fallback: exact sums (round 2's skip).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -160,9 +163,79 @@ static int bodyBits(collComm_t comm, int rank, int nranks, void* arg) {
   return fails;
 }
 
+/* One all-reduce of float sums from send to recv (count elements) and its
+ * check: element i is the sum over ranks q of (q + 1) (i % 7 + k), exact. */
+static int reuseCall(collComm_t comm, int rank, int nranks, float* send, float* recv, size_t count, int k,
+                     const char* what) {
+  int fails = 0;
+  for (size_t i = 0; i < count; i++) send[i] = (float)((rank + 1) * (int)(i % 7 + (size_t)k));
+  collResult_t r = collAllReduce(send, recv, count, collFloat32, collSum, comm, NULL);
+  CHECK_RANKED(r == collSuccess, "%s: %s", what, collGetLastError(comm));
+  if (r != collSuccess) return fails;
+  size_t wrong = 0;
+  for (size_t i = 0; i < count; i++)
+    wrong += recv[i] != (float)(nranks * (nranks + 1) / 2 * (int)(i % 7 + (size_t)k));
+  CHECK_RANKED(wrong == 0, "%s: %zu of %zu elements wrong", what, wrong, count);
+  return fails;
+}
+
+/* `reuse` (COLL_ALGO=direct,zerocopy: from 1 MiB zerocopy, a fallback runs
+ * direct and counts there): a call whose allocations every rank mapped
+ * in the last call skips the round that checks the mappings
+ * (zerocopy.h); the calls that may skip it (the same buffers, swapped, at
+ * another offset) and those that may not (a new allocation; one freed and
+ * allocated again; after a call that fell back to the usual path) all give
+ * exact sums and run zerocopy (the fallback: not). */
+static int bodyReuse(collComm_t comm, int rank, int nranks, void* arg) {
+  (void)arg;
+  const size_t count = 300007, bytes = count * sizeof(float) + 4096; /* 1.2 MiB: zerocopy (the tuner) */
+  int fails = 0;
+  float *a = NULL, *b = NULL, *c = NULL, *m = malloc(bytes);
+  if (!m || collMemAlloc((void**)&a, bytes) != collSuccess || collMemAlloc((void**)&b, bytes) != collSuccess ||
+      collMemAlloc((void**)&c, bytes) != collSuccess) {
+    printf("rank %d: allocation failed: %s\n", rank, collGetLastError(NULL));
+    return 1;
+  }
+  uint64_t z0 = zcCalls(comm);
+  fails += reuseCall(comm, rank, nranks, a, b, count, 1, "a -> b (first)");
+  fails += reuseCall(comm, rank, nranks, a, b, count, 2, "a -> b (again)");
+  fails += reuseCall(comm, rank, nranks, b, a, count, 3, "b -> a (swapped)");
+  fails += reuseCall(comm, rank, nranks, a + 1000, b + 3, count - 1000, 4, "a + 1000 -> b + 3 (offsets)");
+  fails += reuseCall(comm, rank, nranks, c, b, count, 5, "c -> b (a new allocation)");
+  fails += reuseCall(comm, rank, nranks, a, b, count, 6, "a -> b (a known before c)");
+  collMemFree(a);
+  a = NULL;
+  if (collMemAlloc((void**)&a, bytes) != collSuccess) {
+    printf("rank %d: collMemAlloc: %s\n", rank, collGetLastError(NULL));
+    return fails + 1;
+  }
+  fails += reuseCall(comm, rank, nranks, a, b, count, 7, "a' -> b (freed and allocated again)");
+  uint64_t z1 = zcCalls(comm);
+  /* rank 0 on malloc'd memory: every rank falls back */
+  fails += reuseCall(comm, rank, nranks, rank == 0 ? m : a, b, count, 8, "rank 0 malloc'd -> b");
+  uint64_t z2 = zcCalls(comm);
+  fails += reuseCall(comm, rank, nranks, a, b, count, 9, "a' -> b (after the fallback)");
+  fails += reuseCall(comm, rank, nranks, b, c, count, 10, "b -> c");
+  uint64_t z3 = zcCalls(comm);
+  if (nranks > 1)
+    CHECK_RANKED(z1 - z0 == 7 && z2 == z1 && z3 - z2 == 2, "zerocopy calls %llu, %llu, %llu (want 7, 0, 2)",
+                 (unsigned long long)(z1 - z0), (unsigned long long)(z2 - z1), (unsigned long long)(z3 - z2));
+  collMemFree(a);
+  collMemFree(b);
+  collMemFree(c);
+  free(m);
+  return fails;
+}
+
 int main(int argc, char** argv) {
   int bits = argc > 1 && strcmp(argv[1], "bits") == 0;
+  int reuse = argc > 1 && strcmp(argv[1], "reuse") == 0;
   int rc = 0;
+  if (reuse) {
+    for (int n = 2; n <= 4 && rc == 0; n++) rc = collMpRun(n, 120, bodyReuse, NULL);
+    printf("i17_4_zerocopy reuse: %s\n", rc ? "FAILED" : "passed");
+    return rc;
+  }
   if (bits) {
     for (int n = 2; n <= 4 && rc == 0; n++) rc = collMpRun(n, 120, bodyBits, NULL);
   } else {
