@@ -119,6 +119,7 @@ struct collComm {
   int waitEscalated;      /* the last wait: 0 never idle, 1 ended inside that window, 2 outlasted it */
   double waitBusyUntil;   /* until then waits sleep after that window instead of yielding */
   double waitBusyBackoff; /* the length of that period, doubled by each long yield that ends one */
+  double waitOwnUntil;    /* until then a long yield is taken as one to our own ranks, without reading /proc */
   int checkCalls;  /* COLL_CHECK: verify call signatures across ranks */
   size_t chunkBytes;
   volatile int abortFlag;

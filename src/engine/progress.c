@@ -29,6 +29,11 @@
  * memory); that wait sleeps, but no backoff follows, which would make the
  * next small calls sleep too (4 ranks on 2 cores: a 64 B all-reduce took
  * 26 us in the 10 ms after the benchmark's buffer setup, 2-3 us yielding).
+ * That verdict ("our own ranks") holds for COLL_OWN_VERDICT_SEC: the long
+ * yields in that time read no /proc files. Where every yield is long (two
+ * ranks on one core, each wait lasts the peer's whole step) the check cost
+ * up to six syscalls per wait: on a TCG guest with Soft-RoCE, several times
+ * the single doorbell write that an 8-byte all-reduce itself needs.
  */
 #include "engine/progress.h"
 
@@ -50,6 +55,7 @@
 #define COLL_BUSY_YIELD_SEC 200e-6 /* a peer's turn is shorter; another task's slice is longer */
 #define COLL_BUSY_BACKOFF_MIN_SEC 10e-3
 #define COLL_BUSY_BACKOFF_MAX_SEC 1.0
+#define COLL_OWN_VERDICT_SEC 10e-3 /* as the shortest backoff: a foreign task starts one at most this late */
 
 static double collPureMax(collComm_t comm) {
   double spin = comm->spinUs * 1e-6;
@@ -238,10 +244,14 @@ collResult_t collIdleStep(collComm_t comm, collIdle* w, int progressed, const ch
     double t1 = collTimeNow();
     if (t1 - t0 > COLL_BUSY_YIELD_SEC) { /* the core is contended: see the top of this file */
       w->sleeping = 1;
-      if (collIdleForeignTask(comm)) {
+      if (t1 < comm->waitOwnUntil) {
+        /* our own ranks a moment ago: still them */
+      } else if (collIdleForeignTask(comm)) {
         double b = comm->waitBusyBackoff <= 0 ? COLL_BUSY_BACKOFF_MIN_SEC : 2 * comm->waitBusyBackoff;
         comm->waitBusyBackoff = b < COLL_BUSY_BACKOFF_MAX_SEC ? b : COLL_BUSY_BACKOFF_MAX_SEC;
         comm->waitBusyUntil = t1 + comm->waitBusyBackoff;
+      } else {
+        comm->waitOwnUntil = t1 + COLL_OWN_VERDICT_SEC;
       }
     }
   }

@@ -22,6 +22,9 @@
 #              GUEST_SCRIPT with VM_NODE=0 and 198.18.0.1 on eth0, guest B with
 #              VM_NODE=1 and 198.18.0.2; the status is A's, or B's if A passed
 #
+# COLL_VM_SMP sets each guest's vCPUs (default 1: CI and the benchmark tables
+# use one), COLL_VM_MEM its MiB (default 2048).
+#
 # The guest's own helpers, sourced by GUEST_SCRIPT: tests/rdma/guest_lib.sh.
 #
 # Needs root (9p export of /, modules), qemu-system-x86_64, a static busybox,
@@ -117,7 +120,7 @@ mkcmd() { # DIR NODE
 
 boot() { # DIR EXTRA...
   local d=$1; shift
-  qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp 1 -m "${COLL_VM_MEM:-2048}" \
+  qemu-system-x86_64 -accel tcg,thread=multi -cpu max -smp "${COLL_VM_SMP:-1}" -m "${COLL_VM_MEM:-2048}" \
     -nodefaults -display none -no-reboot -serial "file:$d/console.log" -monitor none \
     -kernel "$W/vmlinux" -initrd "$W/initrd.gz" \
     -append "console=ttyS0 panic=-1 quiet moddir=$W/root/lib/modules$KEEP" \

@@ -105,6 +105,29 @@ static void test_long_yield_to_own_rank_no_backoff(void** st) {
   assert_true(C.waitBusyUntil == 0);
 }
 
+/* Long yields right after one found only our own ranks read no /proc file
+ * (two ranks on one core: every yield is long, six syscalls per wait
+ * before); once that verdict is 10 ms old the next long yield asks again. */
+static void test_own_verdict_kept_10ms(void** st) {
+  (void)st;
+  setup(4, 1, 1, 1);
+  idleStep(400);
+  assert_int_equal(runnableAsked, 1);
+  assert_int_equal(peersAsked, 3);
+  fakeRunnable = 5; /* would start a backoff if asked */
+  collIdle w = idleStep(400);
+  assert_int_equal(yields, 2);
+  assert_int_equal(w.sleeping, 1);
+  assert_int_equal(runnableAsked, 1);
+  assert_int_equal(peersAsked, 3);
+  assert_true(C.waitBusyUntil == 0);
+  struct timespec ts = {0, 11 * 1000 * 1000};
+  nanosleep(&ts, NULL);
+  idleStep(400);
+  assert_int_equal(runnableAsked, 2);
+  assert_true(C.waitBusyBackoff == 10e-3);
+}
+
 /* One task more than our ranks: another task may hold the core, no peer's
  * state is read. 10 ms of backoff: the next wait sleeps without a yield. */
 static void test_long_yield_with_foreign_task_backs_off(void** st) {
@@ -189,6 +212,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_long_yield_to_own_rank_no_backoff),
       cmocka_unit_test(test_long_yield_with_foreign_task_backs_off),
+      cmocka_unit_test(test_own_verdict_kept_10ms),
       cmocka_unit_test(test_long_yield_runnable_peers_count),
       cmocka_unit_test(test_long_yield_sleeping_peers_foreign),
       cmocka_unit_test(test_peer_on_other_kernel_not_counted),
