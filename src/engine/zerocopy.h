@@ -23,9 +23,9 @@
  *      every rank's input in rank order (x_0 op x_1 op ... op x_{n-1}: the
  *      bits of the direct algorithm on one channel and of the mailbox;
  *      float16/bfloat16 sum, prod and avg accumulate in float32 and round
- *      once, native ones pre-multiply the average: those 16 KiB at a time
- *      in an accumulator; every other type a line at a time in registers,
- *      collReduceManyFn), and stored (streaming stores) into every rank's
+ *      once, native ones pre-multiply the average: those, and 2 inputs
+ *      into 2 outputs, 16 KiB at a time in an accumulator; the rest a line
+ *      at a time in registers, collReduceManyFn), and stored (streaming stores) into every rank's
  *      receive buffer (reduce-scatter: its owner's); then a last round: every piece
  *      is done. Each rank's memory traffic is its share of n reads and n
  *      writes per result byte, nothing staged.
