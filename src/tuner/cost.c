@@ -12,7 +12,7 @@ typedef struct {
   int* phaseBegin;  /* [nphases + 1]: first step of each phase */
   double* start;    /* [nphases + 1]: start time of each phase */
   int phase;        /* phases below are done; start[phase] is known */
-  double busyCpu;   /* CPU time of its copies, reductions and shm/tcp-local transfers (x cpuShare) */
+  double busyCpu;   /* CPU time of its copies, reductions and shm and same-node network transfers (x cpuShare) */
   double busyWire;  /* time on its network link (full duplex: max of the directions per phase) */
   double netSent, netRecv; /* its inter-node bytes / bw, each direction */
   double busyLat;

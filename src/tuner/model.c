@@ -8,7 +8,10 @@
  *              bandwidth of the ranks' host-memory link (collTopoHostLinkBw:
  *              their GPUs do not count; each byte is copied into and out of
  *              the shared ring);
- *   tcp inside a node: 15 us, 1.5 GB/s (loopback TCP);
+ *   a network transport inside a node (shm off or not shared): the one that
+ *              serves this rank's pairs (comm->interSlot) gives its own
+ *              latency and link speed (getProperties), except tcp, whose
+ *              loopback figures were measured: 15 us, 1.5 GB/s;
  *   between nodes: the topology's NIC latency and bandwidth.
  * COLL_TUNE_CALIBRATE=1 replaces them with measurements taken at init:
  * ping-pong between rank 0 and its first peer on each path (8 B x 50) for
@@ -54,6 +57,30 @@ static int pathPair(const collTuneLayout* l, int path, int* a, int* b) {
   return 0;
 }
 
+const char* collTuneLocalNetName(collComm_t comm) {
+  int k = comm->interSlot;
+  return k > 0 && comm->nets[k] ? comm->nets[k]->name : "tcp";
+}
+
+/* Latency and bandwidth of a same-node pair over the network transport
+ * that serves this rank's pairs: tcp's loopback (coll's engine over lo,
+ * measured), else what the transport says of its device (an unknown
+ * figure keeps tcp's). */
+static void localNetModel(collComm_t comm, double* latUs, double* bwGBs) {
+  *latUs = 15.0;
+  *bwGBs = 1.5;
+  int k = comm->interSlot;
+  if (strcmp(collTuneLocalNetName(comm), "tcp") == 0) return;
+  collNetProperties_t p;
+  memset(&p, 0, sizeof p);
+  if (comm->nets[k]->getProperties(comm->netDev[k], &p) != collSuccess) {
+    collClearError();
+    return;
+  }
+  if (p.latencyUs > 0) *latUs = p.latencyUs;
+  if (p.speedGbps > 0) *bwGBs = p.speedGbps / 8.0;
+}
+
 static void modelDefaults(collComm_t comm, const collTuneLayout* l, collTuneModel* m) {
   memset(m, 0, sizeof *m);
   int a, b;
@@ -62,8 +89,7 @@ static void modelDefaults(collComm_t comm, const collTuneLayout* l, collTuneMode
     memBw = collTopoHostLinkBw(comm, a, b);
   m->latUs[COLL_PATH_SHM] = 3.0;
   m->bwGBs[COLL_PATH_SHM] = 0.6 * memBw;
-  m->latUs[COLL_PATH_LOCAL] = 15.0;
-  m->bwGBs[COLL_PATH_LOCAL] = 1.5;
+  localNetModel(comm, &m->latUs[COLL_PATH_LOCAL], &m->bwGBs[COLL_PATH_LOCAL]);
   m->latUs[COLL_PATH_NET] = 50.0;
   m->bwGBs[COLL_PATH_NET] = 1.25;
   if (pathPair(l, COLL_PATH_NET, &a, &b)) {

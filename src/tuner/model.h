@@ -9,6 +9,11 @@
  * made identical on every rank through a bootstrap allgather (collective). */
 collResult_t collTuneModelInit(collComm_t comm, const collTuneLayout* l, collTuneModel* out);
 
+/* Name of the network transport whose figures the model takes for
+ * same-node pairs without shm (COLL_PATH_LOCAL): comm->interSlot's, "tcp"
+ * when there is none. */
+const char* collTuneLocalNetName(collComm_t comm);
+
 /* The model of device-resident calls (devmodel.c): *host with the
  * intra-node paths (SHM, LOCAL) replaced by the GPU links between the ranks
  * of each node (slowest bandwidth, largest latency over those pairs);

@@ -196,6 +196,26 @@ static void test_choice_identical_and_small(void** state) {
   freeComms(&cs);
 }
 
+/* Same-node pairs without shm take the model of the transport that serves
+ * them: loopback's own figures (1 us, 100 Gbit/s = 12.5 GB/s; it replaces
+ * shm), where the old code kept tcp's 15 us and 1.5 GB/s for any transport.
+ * (tcp's own case needs COLL_SHM_DISABLE=1, which a process reads once.) */
+static void test_local_path_model(void** state) {
+  (void)state;
+  setenv("COLL_NET", "loopback", 1);
+  commSet cs;
+  initComms(&cs, 2);
+  for (int r = 0; r < 2; r++) {
+    double lat = -1.0;
+    int calibrated = -1;
+    double bw = collTunerPeerGBps(cs.comms[r], 1 - r, &lat, &calibrated);
+    if (lat != 1.0 || bw != 12.5 || calibrated != 0)
+      fail_msg("rank %d: %g us %g GB/s (calibrated %d), want 1 us 12.5 GB/s", r, lat, bw, calibrated);
+  }
+  freeComms(&cs);
+  unsetenv("COLL_NET");
+}
+
 typedef struct {
   collComm_t comm;
   float* buf;
@@ -274,6 +294,7 @@ int main(void) {
       cmocka_unit_test(test_cost_shared_cores_balance),
       cmocka_unit_test(test_candidates_fit),
       cmocka_unit_test(test_choice_identical_and_small),
+      cmocka_unit_test(test_local_path_model),
       cmocka_unit_test(test_plugin_overrides),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
