@@ -296,8 +296,9 @@ collResult_t collTunerInit(collComm_t comm) {
             "tuner model%s: shm %.1f us %.2f GB/s, local (%s) %.1f us %.2f GB/s, net %.1f us %.2f GB/s, reduce %.2f "
             "GB/s, copy %.2f GB/s, step %.1f us, cpu share %.2f, network links per node %d",
             collParamInt(COLL_PARAM_TUNE_CALIBRATE) ? " (calibrated)" : "", m->latUs[COLL_PATH_SHM],
-            m->bwGBs[COLL_PATH_SHM], collTuneLocalNetName(comm), m->latUs[COLL_PATH_LOCAL], m->bwGBs[COLL_PATH_LOCAL], m->latUs[COLL_PATH_NET],
-            m->bwGBs[COLL_PATH_NET], m->reduceGBs, m->copyGBs, m->stepUs, m->cpuShare, t->layout.netLinks);
+            m->bwGBs[COLL_PATH_SHM], collTuneLocalNetName(comm), m->latUs[COLL_PATH_LOCAL], m->bwGBs[COLL_PATH_LOCAL],
+            m->latUs[COLL_PATH_NET], m->bwGBs[COLL_PATH_NET], m->reduceGBs, m->copyGBs, m->stepUs, m->cpuShare,
+            t->layout.netLinks);
   t->devLink = -1;
   if (collTuneDeviceModel(comm, m, &t->devModel, &t->devLink))
     COLL_INFO(COLL_SUB_TUNE, "tuner device model: GPU links inside a node %s %.1f us %.2f GB/s (device-resident calls)",
