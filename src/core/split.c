@@ -33,6 +33,14 @@ static int collFdShortfall(int need) {
   return need - got;
 }
 
+/* The error of a failed exchange of the split, with what a user checks. */
+static collResult_t splitExchangeFailed(collComm_t comm, collResult_t r, const char* what) {
+  return collSetError(r,
+                      "rank %d: collCommSplit: exchanging %s with the other %d ranks failed (every rank must call "
+                      "collCommSplit; a rank whose communicator failed earlier returns from it at once): %s",
+                      comm->rank, what, comm->nranks - 1, collLastErrorMessage());
+}
+
 collResult_t collCommSplitImpl(collComm_t comm, int color, int key, collComm_t* newcomm, collConfig_t* config) {
   if (!newcomm) return collSetError(collInvalidArgument, "collCommSplit: newcomm is NULL");
   *newcomm = NULL;
@@ -41,6 +49,10 @@ collResult_t collCommSplitImpl(collComm_t comm, int color, int key, collComm_t* 
   collResult_t r = collCommEnterIssue(comm, "collCommSplit"); /* a collective: one issuing thread */
   if (r != collSuccess) return r;
   collStreamsDrain(comm);
+  /* the exchanges below wait under the communicator's timeout as it is now
+   * (collCommSetTimeout after init did not reach the bootstrap: a peer that
+   * never joined the split held the others for COLL_TIMEOUT) */
+  comm->boot.timeoutSec = __atomic_load_n(&comm->timeoutSec, __ATOMIC_ACQUIRE);
   int n = comm->nranks;
   collSplitInfo* info = calloc((size_t)n, sizeof *info);
   collUniqueId* ids = calloc((size_t)n, sizeof *ids);
@@ -51,7 +63,10 @@ collResult_t collCommSplitImpl(collComm_t comm, int color, int key, collComm_t* 
   /* an init holds about 16 + nranks fds at its peak */
   int need = color == COLL_SPLIT_NOCOLOR ? 0 : 16 + n;
   info[comm->rank] = (collSplitInfo){color, key, need ? collFdShortfall(need) : 0, 0};
-  if ((r = collBootAllGather(&comm->boot, info, sizeof *info)) != collSuccess) goto out;
+  if ((r = collBootAllGather(&comm->boot, info, sizeof *info)) != collSuccess) {
+    r = splitExchangeFailed(comm, r, "colors and keys");
+    goto out;
+  }
   for (int i = 0; i < n; i++)
     if (info[i].fdShort && info[i].color == color && color != COLL_SPLIT_NOCOLOR) {
       struct rlimit rl;
@@ -83,7 +98,10 @@ collResult_t collCommSplitImpl(collComm_t comm, int color, int key, collComm_t* 
       memset(&ids[comm->rank], 0, sizeof ids[comm->rank]);
     }
   }
-  if ((r = collBootAllGather(&comm->boot, ids, sizeof *ids)) != collSuccess) goto out;
+  if ((r = collBootAllGather(&comm->boot, ids, sizeof *ids)) != collSuccess) {
+    r = splitExchangeFailed(comm, r, "the new communicators' ids");
+    goto out;
+  }
   if (color != COLL_SPLIT_NOCOLOR) {
     collUniqueId empty;
     memset(&empty, 0, sizeof empty);
