@@ -223,9 +223,12 @@ static void killChildren(const pid_t* pids, const int* alive, int n, int sig) {
     if (alive[i]) kill(pids[i], sig);
 }
 
-/* Waits for the children; when one fails (status >= LAUNCH_FAILED or a
- * signal) or the deadline passes, kills the rest. Returns the worst status
- * of the children that ended on their own (124 after the deadline). */
+/* Waits for the children. When one fails (status >= LAUNCH_FAILED or a
+ * signal), the others get GRACE_SEC to notice it and print their own error
+ * (coll names the failed rank within ms on one host), then the rest are
+ * killed; when the deadline passes, they are killed at once. Returns the
+ * worst status of the children that ended on their own (124 after the
+ * deadline). */
 static int waitChildren(const launchOpts_t* o, const pid_t* pids, int n) {
   if (n <= 0) return 0;
   int* alive = calloc((size_t)n, sizeof(int));
@@ -233,6 +236,7 @@ static int waitChildren(const launchOpts_t* o, const pid_t* pids, int n) {
   for (int i = 0; i < n; i++) alive[i] = 1;
   int left = n, worst = 0, killing = 0;
   double deadline = o->launchTimeoutSec > 0 ? nowSec() + o->launchTimeoutSec : 0, hardKill = 0;
+  double failedAt = 0; /* when the first child failed */
   while (left > 0) {
     int st;
     pid_t pid = waitpid(-1, &st, WNOHANG);
@@ -248,12 +252,14 @@ static int waitChildren(const launchOpts_t* o, const pid_t* pids, int n) {
                   (int)pid, WIFEXITED(st) ? "exited with status" :
                   "killed by signal", WIFEXITED(st) ? rc : WTERMSIG(st));
         if (rc > worst) worst = rc;
+        if (worst >= LAUNCH_FAILED && failedAt == 0) failedAt = nowSec();
       }
       continue;
     }
     if (pid < 0 && errno != EINTR) break;
     int late = deadline > 0 && nowSec() > deadline;
-    if (!killing && (worst >= LAUNCH_FAILED || late)) {
+    int graceOver = failedAt > 0 && nowSec() > failedAt + GRACE_SEC;
+    if (!killing && (graceOver || late)) {
       if (worst < LAUNCH_FAILED) {
         fprintf(stderr, "coll-tests: timeout after %d s (set "
                 "COLL_TESTS_LAUNCH_TIMEOUT); killing the ranks\n",

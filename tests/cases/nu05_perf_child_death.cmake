@@ -1,0 +1,1 @@
+set_tests_properties(cases.${name} PROPERTIES TIMEOUT 120)
